@@ -1,0 +1,1 @@
+"""Benchmarks: each writes JSON into bench/results/ and prints a short table."""

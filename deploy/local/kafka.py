@@ -1,0 +1,176 @@
+"""Apache Kafka in KRaft combined mode (broker + controller), run from its Maven Central jars."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
+from deploy.local.settings import LocalStackSettings
+
+logger = logging.getLogger(__name__)
+
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+
+
+class LocalKafka:
+    def __init__(self, settings: LocalStackSettings) -> None:
+        self.s = settings
+        self.dir = settings.kafka_dir
+        self.libs = self.dir / "libs"
+        self.data = self.dir / "data"
+        self.pid_file = self.dir / "kafka.pid"
+        self.log_file = self.dir / "logs" / "server.out"
+
+    @property
+    def address(self) -> str:
+        return f"{self.s.host}:{self.s.kafka_port}"
+
+    def ensure_jars(self) -> None:
+        """Resolve the pinned broker and its dependencies with Maven (once; cached in ~/.m2)."""
+        stamp = self.libs / ".pom-sha256"
+        pom_sha = hashlib.sha256(self.s.pom.read_bytes()).hexdigest()
+        if stamp.exists() and stamp.read_text() == pom_sha and any(self.libs.glob("*.jar")):
+            return
+        if shutil.which("mvn") is None:
+            raise RuntimeError("Maven (mvn) is required to fetch the Kafka jars; install maven")
+        if self.libs.exists():
+            shutil.rmtree(self.libs)
+        self.libs.mkdir(parents=True)
+        logger.info("resolving kafka jars pom=%s", self.s.pom)
+        subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(self.s.pom), "dependency:copy-dependencies",
+             f"-DoutputDirectory={self.libs.resolve()}", "-DincludeScope=runtime"],
+            check=True,
+        )
+        stamp.write_text(pom_sha)
+
+    def _write_config(self) -> Path:
+        s = self.s
+        config = self.dir / "server.properties"
+        config.write_text(
+            "\n".join([
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
+                f"listeners=PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}",
+                f"advertised.listeners=PLAINTEXT://{s.host}:{s.kafka_port}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={self.data.resolve()}",
+                f"num.partitions={s.kafka_partitions_default}",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=8",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                # Single node: no reason to delay the first rebalance of a new group.
+                "group.initial.rebalance.delay.ms=0",
+                # Topics come from the catalog (`streamrec topics create`), never by accident.
+                "auto.create.topics.enable=false",
+                "num.network.threads=2",
+                "num.io.threads=4",
+                "log.retention.check.interval.ms=60000",
+                "",
+            ])
+        )
+        log4j = self.dir / "log4j2.properties"
+        log4j.write_text(
+            "\n".join([
+                "status = warn",
+                "appender.out.type = Console",
+                "appender.out.name = out",
+                "appender.out.layout.type = PatternLayout",
+                "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.out.ref = out",
+                "logger.kafka.name = kafka",
+                "logger.kafka.level = WARN",
+                "logger.state.name = state.change.logger",
+                "logger.state.level = WARN",
+                "",
+            ])
+        )
+        return config
+
+    def _java(self, *args: str) -> list[str]:
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError("a JDK (java 17+) is required to run Kafka")
+        return [java, "-cp", f"{self.libs.resolve()}/*", *args]
+
+    def _format_storage(self, config: Path) -> None:
+        # Formatted once: meta.properties marks a formatted log dir; reformatting would lose data.
+        if (self.data / "meta.properties").exists():
+            return
+        self.data.mkdir(parents=True, exist_ok=True)
+        # A Kafka cluster id is 16 random bytes in URL-safe base64 without padding.
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(
+            self._java(STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)),
+            check=True, stdout=subprocess.DEVNULL,
+        )
+
+    def state(self) -> ServiceState:
+        pid = owned_pid(self.pid_file, MAIN_CLASS)
+        running = port_open(self.s.host, self.s.kafka_port)
+        detail = "" if pid or not running else "answering, but not started by streamrec"
+        return ServiceState("kafka", self.address, running, pid, detail)
+
+    def start(self) -> bool:
+        """Start unless something already answers; True when this call started it."""
+        if self.state().running:
+            return False
+        self.ensure_jars()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        self._format_storage(config)
+        heap = f"{self.s.kafka_heap_mb}m"
+        argv = self._java(
+            f"-Xms{min(self.s.kafka_heap_mb, 256)}m", f"-Xmx{heap}",
+            "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={(self.dir / 'log4j2.properties').resolve()}",
+            MAIN_CLASS, str(config.resolve()),
+        )
+        start_detached(argv, self.log_file, self.pid_file)
+        return True
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        # The port first: librdkafka logs every refused connection, so ask only once it listens.
+        while not port_open(self.s.host, self.s.kafka_port):
+            if self.pid_file.exists() and not owned_pid(self.pid_file, MAIN_CLASS):
+                raise RuntimeError(f"kafka exited during start; see {self.log_file}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kafka not listening after {timeout_s}s; see {self.log_file}")
+            time.sleep(0.3)
+        admin = AdminClient({"bootstrap.servers": self.address, "socket.timeout.ms": 2000})
+        last_error = ""
+        while time.monotonic() < deadline:
+            try:
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except KafkaException as exc:
+                last_error = str(exc)
+            time.sleep(0.5)
+        raise TimeoutError(f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file}")
+
+    def stop(self) -> bool:
+        pid = owned_pid(self.pid_file, MAIN_CLASS)
+        if pid is None:
+            return False
+        stop_pid(pid, self.pid_file, grace_s=60)
+        return True
+

@@ -1,0 +1,111 @@
+"""Debian's redis-server, installed when missing, with AOF (everysec) and per-service ACL users."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+
+import redis
+
+from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
+from deploy.local.redis_acl import acl_file_text, ensure_passwords
+from deploy.local.settings import LocalStackSettings
+
+logger = logging.getLogger(__name__)
+
+BINARY = "redis-server"
+
+
+def ensure_installed() -> str:
+    path = shutil.which(BINARY) or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+    if path:
+        return path
+    if os.geteuid() != 0:
+        raise RuntimeError("redis-server is missing; install Debian's package: apt-get install redis-server")
+    logger.info("installing redis-server from Debian")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server"], check=True, env=env)
+    return shutil.which(BINARY) or "/usr/bin/redis-server"
+
+
+class LocalRedis:
+    def __init__(self, settings: LocalStackSettings) -> None:
+        self.s = settings
+        self.dir = settings.redis_dir
+        self.pid_file = self.dir / "redis.pid"
+        self.log_file = self.dir / "redis.log"
+
+    @property
+    def address(self) -> str:
+        return f"{self.s.host}:{self.s.redis_port}"
+
+    def _write_config(self) -> None:
+        passwords = ensure_passwords(self.s.secrets_dir)
+        acl = self.dir / "users.acl"
+        acl.write_text(acl_file_text(passwords))
+        acl.chmod(0o600)
+        (self.dir / "redis.conf").write_text(
+            "\n".join([
+                f"bind {self.s.host}",
+                "protected-mode yes",
+                f"port {self.s.redis_port}",
+                f"dir {self.dir.resolve()}",
+                "daemonize no",
+                f"aclfile {acl.resolve()}",
+                # Durability: the feature store survives a crash losing at most ~1 s of writes;
+                # the applied-offset markers are in the same AOF, so replay after restart repairs it.
+                "appendonly yes",
+                "appendfsync everysec",
+                'save ""',
+                f"maxmemory {self.s.redis_maxmemory_mb}mb",
+                # Features must never vanish silently: refuse writes instead of evicting.
+                "maxmemory-policy noeviction",
+                "loglevel notice",
+                "",
+            ])
+        )
+
+    def state(self) -> ServiceState:
+        pid = owned_pid(self.pid_file, BINARY)
+        running = port_open(self.s.host, self.s.redis_port)
+        detail = "" if pid or not running else "answering, but not started by streamrec"
+        return ServiceState("redis", self.address, running, pid, detail)
+
+    def start(self) -> bool:
+        if self.state().running:
+            return False
+        binary = ensure_installed()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        start_detached([binary, str((self.dir / "redis.conf").resolve())], self.log_file, self.pid_file)
+        return True
+
+    def admin_client(self) -> redis.Redis:
+        password = (self.s.secrets_dir / "redis-admin").read_text().strip()
+        return redis.Redis(
+            host=self.s.host, port=self.s.redis_port, username="admin", password=password,
+            socket_timeout=2, socket_connect_timeout=2,
+        )
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_error = ""
+        while time.monotonic() < deadline:
+            try:
+                if self.admin_client().ping():
+                    return
+            except (redis.RedisError, OSError) as exc:
+                last_error = type(exc).__name__
+            time.sleep(0.2)
+        raise TimeoutError(f"redis not healthy after {timeout_s}s ({last_error}); see {self.log_file}")
+
+    def stop(self) -> bool:
+        pid = owned_pid(self.pid_file, BINARY)
+        if pid is None:
+            return False
+        stop_pid(pid, self.pid_file)
+        return True

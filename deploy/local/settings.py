@@ -1,0 +1,41 @@
+"""Settings of the local stack (`streamrec up/down/status`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEPLOY_DIR = Path(__file__).resolve().parent.parent
+
+
+class LocalStackSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="STREAMREC_LOCAL__", extra="forbid", frozen=True
+    )
+
+    home: Path = Field(Path(".streamrec"), description="Data, logs, pids and secrets (git-ignored).")
+    host: str = Field("127.0.0.1", description="Both services bind here only.")
+    kafka_port: int = Field(9092, ge=1, le=65535)
+    kafka_controller_port: int = Field(9093, ge=1, le=65535)
+    kafka_heap_mb: int = Field(
+        768, ge=256, le=16384, description="JVM heap; sized for a 2-core, shared machine."
+    )
+    kafka_partitions_default: int = Field(4, ge=1, le=64)
+    redis_port: int = Field(6379, ge=1, le=65535)
+    redis_maxmemory_mb: int = Field(2048, ge=64, description="Bounded memory, LRU off: noeviction.")
+    start_timeout_s: float = Field(90.0, gt=0, description="How long `up` waits for health.")
+    pom: Path = Field(DEPLOY_DIR / "kafka" / "pom.xml", description="Pins the Kafka version.")
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.home / "kafka"
+
+    @property
+    def redis_dir(self) -> Path:
+        return self.home / "redis"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.home / "secrets"

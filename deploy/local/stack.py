@@ -1,0 +1,51 @@
+"""Kafka + Redis together: what `streamrec up`, `down` and `status` do."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from deploy.local.kafka import LocalKafka
+from deploy.local.process import ServiceState
+from deploy.local.redis import LocalRedis
+from deploy.local.settings import LocalStackSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UpReport:
+    started: tuple[str, ...]
+    """Services this call started (a later `down` by the same caller stops exactly these)."""
+    states: tuple[ServiceState, ...]
+
+
+class LocalStack:
+    def __init__(self, settings: LocalStackSettings) -> None:
+        self.settings = settings
+        self.kafka = LocalKafka(settings)
+        self.redis = LocalRedis(settings)
+
+    def up(self) -> UpReport:
+        """Start what is not running, then wait until both answer. Harmless when already up."""
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        started = []
+        # Redis first: it is up in milliseconds while the JVM is still starting.
+        if self.redis.start():
+            started.append("redis")
+        if self.kafka.start():
+            started.append("kafka")
+        self.redis.wait_healthy(self.settings.start_timeout_s)
+        self.kafka.wait_healthy(self.settings.start_timeout_s)
+        return UpReport(tuple(started), self.status())
+
+    def down(self, only: tuple[str, ...] | None = None) -> list[str]:
+        """Stop what streamrec started (found by pid file); anything else is left alone."""
+        stopped = []
+        for name, service in (("kafka", self.kafka), ("redis", self.redis)):
+            if (only is None or name in only) and service.stop():
+                stopped.append(name)
+        return stopped
+
+    def status(self) -> tuple[ServiceState, ...]:
+        return (self.kafka.state(), self.redis.state())

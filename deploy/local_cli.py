@@ -1,0 +1,45 @@
+"""`streamrec up | down | status`: the local Kafka + Redis stack."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from deploy.local.process import ServiceState
+from deploy.local.settings import LocalStackSettings
+from deploy.local.stack import LocalStack
+
+console = Console()
+
+
+def _table(states: tuple[ServiceState, ...], started: tuple[str, ...] = ()) -> Table:
+    table = Table("service", "address", "state", "pid")
+    for state in states:
+        word = "running" if state.running else "stopped"
+        if state.name in started:
+            word = "started"
+        if state.detail:
+            word += f" ({state.detail})"
+        table.add_row(state.name, state.address, word, str(state.owned_pid or "-"))
+    return table
+
+
+def up() -> None:
+    """Start local Kafka (KRaft) and Redis if needed, wait until they answer, print addresses."""
+    report = LocalStack(LocalStackSettings()).up()
+    console.print(_table(report.states, report.started))
+
+
+def down() -> None:
+    """Stop the Kafka and Redis processes that streamrec started (by pid file) and nothing else."""
+    stopped = LocalStack(LocalStackSettings()).down()
+    console.print(f"stopped: {', '.join(stopped) or 'nothing (none were started by streamrec)'}")
+
+
+def status() -> None:
+    """Report whether local Kafka and Redis answer and whether streamrec owns them."""
+    states = LocalStack(LocalStackSettings()).status()
+    console.print(_table(states))
+    if not all(s.running for s in states):
+        raise typer.Exit(code=1)

@@ -1,0 +1,1 @@
+"""Embeddings, session Transformer, retrieval, ranking, baselines and the model store (DESIGN.md §4)."""

@@ -1,0 +1,250 @@
+"""Training and scoring loop of the session Transformer.
+
+:class:`SessionTrainer` owns a :class:`~models.session_transformer.SessionTransformer`, its
+AdamW optimizer and learning-rate schedule:
+
+- ``fit(train, validation)``: offline training over chronological sequences, next-item
+  prediction at every position with a full softmax; validation NDCG@10 on the held-out
+  second-to-last item every ``eval_every`` epochs, early stopping, best weights restored.
+- ``partial_fit(items, times)``: one optimisation step on a micro-batch of (already index
+  encoded) sequences; the online trainer calls it after admitting new ids with ``grow_items``.
+- ``encode_histories(histories, times)`` -> query vectors; ``score(queries)`` -> full-catalog
+  score matrix for evaluation.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.nn.functional as F  # noqa: N812 - torch convention
+
+from models.accelerators import autocast_context, default_device
+from models.embeddings import grow_optimizer_state
+from models.metrics import exclude, metrics_from_ranks, target_ranks
+from models.sequences import Queries, UserSequences
+from models.session_config import SessionTransformerConfig
+from models.session_transformer import SessionTransformer
+
+log = logging.getLogger(__name__)
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Left-aligned, right-padded tensors ``[batch, length]`` (0 = padding)."""
+
+    items: torch.Tensor
+    gaps: torch.Tensor
+    targets: torch.Tensor
+
+
+@dataclass
+class FitReport:
+    """What ``fit`` did: epochs run, best epoch and validation metric, throughput."""
+
+    epochs: int
+    best_epoch: int
+    best_val_ndcg10: float
+    train_s: float
+    examples: int
+    history: list[tuple[int, float, float]]  # (epoch, seconds since start, val ndcg@10)
+
+
+def _gaps(times: IntArray) -> IntArray:
+    gaps = np.empty_like(times)
+    gaps[0] = -1
+    gaps[1:] = np.diff(times)
+    return gaps
+
+
+def _window(n: int, max_len: int, rng: np.random.Generator | None) -> tuple[int, int]:
+    """Input slice ``[start, end)`` of a sequence of n events predicting ``end``."""
+    end = n - 1
+    if rng is not None and end > max_len:
+        end = int(rng.integers(max_len, end + 1))
+    return max(0, end - max_len), end
+
+
+def make_batch(
+    items: list[IntArray], times: list[IntArray], max_len: int,
+    rng: np.random.Generator | None = None,
+) -> Batch:
+    """Next-item training batch: inputs ``s[:-1]`` and targets ``s[1:]`` per sequence."""
+    windows = [_window(len(s), max_len, rng) for s in items]
+    length = max(1, max(end - start for start, end in windows))
+    x = np.zeros((len(items), length), dtype=np.int64)
+    g = np.full((len(items), length), -1, dtype=np.int64)
+    y = np.zeros((len(items), length), dtype=np.int64)
+    for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
+        n = end - start
+        x[row, :n] = seq[start:end]
+        g[row, :n] = _gaps(ts)[start:end]
+        y[row, :n] = seq[start + 1 : end + 1]
+    return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
+
+
+def history_batch(
+    histories: list[IntArray], times: list[IntArray], max_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encoder inputs for queries: the last ``max_len`` history events, left-aligned."""
+    length = max(1, min(max_len, max(len(h) for h in histories)))
+    x = np.zeros((len(histories), length), dtype=np.int64)
+    g = np.full((len(histories), length), -1, dtype=np.int64)
+    for row, (seq, ts) in enumerate(zip(histories, times, strict=True)):
+        tail = seq[-length:]
+        x[row, : len(tail)] = tail
+        g[row, : len(tail)] = _gaps(ts)[-length:] if len(ts) else ts
+    return torch.from_numpy(x), torch.from_numpy(g)
+
+
+class SessionTrainer:
+    """Optimizer, schedule and loops around a :class:`SessionTransformer`."""
+
+    def __init__(
+        self, n_items: int, config: SessionTransformerConfig, device: torch.device | None = None
+    ) -> None:
+        self.config = config
+        self.device = device or default_device()
+        torch.manual_seed(config.seed)
+        self.model = SessionTransformer(n_items, config).to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+        self._rng = np.random.default_rng(config.seed)
+
+    def grow_items(self, n_items: int) -> None:
+        """Admits new item rows, keeping existing rows and their AdamW moments."""
+        before = self.model.n_items
+        self.model.grow_items(n_items)
+        if self.model.n_items > before:
+            grow_optimizer_state(self.optimizer, self.model.item_embedding.weight)
+            grow_optimizer_state(self.optimizer, self.model.item_bias)
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        """Cross-entropy of the next item at every real position."""
+        items = batch.items.to(self.device)
+        with autocast_context(self.device):
+            hidden = self.model(items, batch.gaps.to(self.device))
+            targets = batch.targets.to(self.device)
+            mask = targets > 0
+            picked = hidden[mask]
+            if self.config.loss == "softmax":
+                logits = self.model.logits(picked).float()
+                logits[:, 0] = -torch.inf
+                return F.cross_entropy(
+                    logits, targets[mask], label_smoothing=self.config.label_smoothing
+                )
+            return self._sampled_loss(picked, targets[mask])
+
+    def _sampled_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # Shared uniform negatives; uniform sampling needs no logQ term beyond a constant.
+        negatives = torch.randint(
+            1, self.model.n_items + 1, (self.config.n_negatives,), device=hidden.device
+        )
+        table = self.model.item_embedding.weight
+        pos = (hidden * table[targets]).sum(-1) + self.model.item_bias[targets]
+        neg = hidden @ table[negatives].T + self.model.item_bias[negatives]
+        neg = neg.masked_fill(negatives[None, :] == targets[:, None], -torch.inf)
+        logits = torch.cat([pos[:, None], neg], dim=1).float()
+        zeros = torch.zeros(len(targets), dtype=torch.int64, device=hidden.device)
+        return F.cross_entropy(logits, zeros)
+
+    def _step(self, batch: Batch) -> float:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(batch)
+        loss.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def partial_fit(self, items: list[IntArray], times: list[IntArray]) -> float:
+        """One online step on a micro-batch of encoded sequences; returns the loss."""
+        usable = [(s, t) for s, t in zip(items, times, strict=True) if len(s) >= 2]
+        if not usable:
+            return math.nan
+        batch = make_batch([s for s, _ in usable], [t for _, t in usable], self.config.max_len)
+        return self._step(batch)
+
+    def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
+        """Offline training with warm-up + cosine schedule and validation early stopping."""
+        cfg = self.config
+        users = [u for u, s in enumerate(train.items) if len(s) >= 2]
+        steps_per_epoch = math.ceil(len(users) / cfg.batch_size)
+        schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
+        start = time.perf_counter()
+        best = (-1.0, 0, copy.deepcopy(self.model.state_dict()))
+        history: list[tuple[int, float, float]] = []
+        examples, stale, epoch = 0, 0, 0
+        for epoch in range(1, cfg.epochs + 1):
+            order = self._rng.permutation(users)
+            for lo in range(0, len(order), cfg.batch_size):
+                chunk = order[lo : lo + cfg.batch_size]
+                batch = make_batch(
+                    [train.items[u] for u in chunk], [train.times[u] for u in chunk],
+                    cfg.max_len, self._rng if cfg.random_crops else None,
+                )
+                self._step(batch)
+                schedule.step()
+                examples += int((batch.targets > 0).sum())
+            elapsed = time.perf_counter() - start
+            out_of_time = elapsed > cfg.time_budget_s
+            if validation is None or (epoch % cfg.eval_every and not out_of_time):
+                if out_of_time:
+                    break
+                continue
+            ndcg = self.evaluate(validation)["ndcg@10"]
+            history.append((epoch, elapsed, ndcg))
+            log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)
+            if ndcg > best[0]:
+                best, stale = (ndcg, epoch, copy.deepcopy(self.model.state_dict())), 0
+            else:
+                stale += 1
+            if stale >= cfg.patience or out_of_time:
+                break
+        if validation is not None:
+            self.model.load_state_dict(best[2])
+        return FitReport(epoch, best[1], best[0], time.perf_counter() - start, examples, history)
+
+    @torch.no_grad()
+    def encode_histories(self, histories: list[IntArray], times: list[IntArray]) -> torch.Tensor:
+        """Query vectors ``[n, dim]`` for index-encoded histories (the scorer's ``encode``)."""
+        self.model.eval()
+        items, gaps = history_batch(histories, times, self.config.max_len)
+        return self.model.encode(items.to(self.device), gaps.to(self.device)).float()
+
+    @torch.no_grad()
+    def score(self, queries: Queries, batch_size: int = 512) -> FloatArray:
+        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation."""
+        rows = []
+        for lo in range(0, len(queries.targets), batch_size):
+            hi = lo + batch_size
+            q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
+            rows.append(self.model.logits(q).float().cpu().numpy())
+        return np.concatenate(rows).astype(np.float32)
+
+    def evaluate(self, queries: Queries) -> dict[str, float]:
+        scores = exclude(self.score(queries), queries.histories)
+        return metrics_from_ranks(target_ranks(scores, queries.targets))
+
+
+def _warmup_cosine(
+    optimizer: torch.optim.Optimizer, cfg: SessionTransformerConfig, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    warmup = max(1, int(cfg.warmup_frac * total_steps))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

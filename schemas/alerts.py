@@ -1,0 +1,25 @@
+"""Drift alerts on `alerts.drift`, keyed by detector; they start retrains and rollbacks."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from schemas.fields import STRICT_RECORD, Id, Score, Text, Timestamp
+
+
+class DriftAlert(BaseModel):
+    model_config = STRICT_RECORD
+
+    schema_version: Literal[1] = 1
+    alert_id: Id
+    detector: Id
+    metric: Id
+    model_version: Id | None = None
+    baseline: Score
+    current: Score
+    severity: Literal["info", "warning", "critical"]
+    suggested_action: Literal["retrain", "rollback", "none"]
+    detected_at: Timestamp
+    message: Text = ""

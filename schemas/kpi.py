@@ -1,0 +1,27 @@
+"""KPI windows on `kpi.metrics`, keyed by model version."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from schemas.fields import STRICT_RECORD, Count, Id, Rate, Timestamp
+from schemas.limits import MAX_K
+
+
+class KpiReport(BaseModel):
+    model_config = STRICT_RECORD
+
+    schema_version: Literal[1] = 1
+    model_version: Id
+    window_start: Timestamp
+    window_end: Timestamp
+    k: Annotated[int, Field(ge=1, le=MAX_K)]
+    responses: Count
+    hits: Count
+    clicks: Count
+    conversions: Count
+    hit_rate_at_k: Rate
+    ctr: Rate
+    conversion_rate: Rate

@@ -1,0 +1,84 @@
+"""Recommendation requests and responses (`rec.requests` -> `rec.responses`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, Field, model_validator
+
+from schemas.fields import (
+    STRICT_RECORD,
+    Id,
+    IdList,
+    NonNegative,
+    Score,
+    Text,
+    Timestamp,
+)
+from schemas.limits import MAX_K
+
+
+class RequestFilters(BaseModel):
+    """Restrictions the application places on one answer."""
+
+    model_config = STRICT_RECORD
+
+    include_categories: IdList | None = None
+    exclude_categories: IdList = Field(default_factory=list)
+    exclude_seen: bool = True
+
+
+class RecommendationRequest(BaseModel):
+    """Key on the wire is `user_id`, so one user's requests stay in order on one partition."""
+
+    model_config = STRICT_RECORD
+
+    schema_version: Literal[1] = 1
+    request_id: Id
+    user_id: Id
+    session_id: Id | None = None
+    k: Annotated[int, Field(ge=1, le=MAX_K)] = 10
+    exclude_items: IdList = Field(default_factory=list)
+    filters: RequestFilters = Field(default_factory=RequestFilters)
+    device: Literal["web", "ios", "android", "tv", "other"] | None = None
+    sent_at: Timestamp
+
+
+class ScoredItem(BaseModel):
+    model_config = STRICT_RECORD
+
+    item_id: Id
+    score: Score
+
+
+class ResponseError(BaseModel):
+    model_config = STRICT_RECORD
+
+    code: Literal["invalid_request", "internal", "overloaded"]
+    message: Text
+
+
+class RecommendationResponse(BaseModel):
+    """An answer, or an error answer; every request gets exactly one."""
+
+    model_config = STRICT_RECORD
+
+    schema_version: Literal[1] = 1
+    request_id: Id
+    user_id: Id
+    status: Literal["ok", "error"]
+    items: Annotated[list[ScoredItem], Field(max_length=MAX_K)] = Field(default_factory=list)
+    model_version: Id | None = None
+    strategy: Literal["model", "canary", "popularity", "none"] = "model"
+    feature_freshness_ms: NonNegative | None = None
+    """Age of the newest feature this answer used (event time -> served)."""
+    model_freshness_ms: NonNegative | None = None
+    """Age of the model version that served it (published -> served)."""
+    served_at: Timestamp
+    error: ResponseError | None = None
+
+    @model_validator(mode="after")
+    def _status_matches_error(self) -> Self:
+        if (self.status == "error") != (self.error is not None):
+            raise ValueError("an error response carries an error, and only an error response does")
+        return self

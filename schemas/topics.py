@@ -1,0 +1,94 @@
+"""The topic catalog: every topic's name, key, value contract, partitions and retention.
+
+`streamrec topics create` makes exactly these; nothing else in the code spells a topic name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel
+
+from schemas.alerts import DriftAlert
+from schemas.deadletter import MAX_ORIGINAL_BYTES, DeadLetter
+from schemas.events import InteractionEvent
+from schemas.kpi import KpiReport
+from schemas.model_updates import ModelUpdate
+from schemas.recommendations import RecommendationRequest, RecommendationResponse
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    key: str
+    value: type[BaseModel]
+    partitions: int
+    retention_ms: int
+    """-1 keeps records forever (compacted topics)."""
+    cleanup_policy: Literal["delete", "compact"] = "delete"
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    def config(self) -> dict[str, str]:
+        return {
+            "cleanup.policy": self.cleanup_policy,
+            "retention.ms": str(self.retention_ms),
+            **self.extra_config,
+        }
+
+
+INTERACTIONS = TopicSpec(
+    # Long retention: a full retrain replays a window of history from here.
+    "interactions", "user_id", InteractionEvent, partitions=4, retention_ms=90 * _DAY_MS
+)
+INTERACTIONS_DLQ = TopicSpec(
+    "interactions.dlq",
+    "original key",
+    DeadLetter,
+    partitions=1,
+    retention_ms=30 * _DAY_MS,
+    # A dead letter wraps the rejected bytes, which may themselves have been oversized.
+    extra_config={"max.message.bytes": str(2 * MAX_ORIGINAL_BYTES)},
+)
+REC_REQUESTS = TopicSpec(
+    "rec.requests", "user_id", RecommendationRequest, partitions=4, retention_ms=_DAY_MS
+)
+REC_REQUESTS_DLQ = TopicSpec(
+    "rec.requests.dlq",
+    "original key",
+    DeadLetter,
+    partitions=1,
+    retention_ms=30 * _DAY_MS,
+    extra_config={"max.message.bytes": str(2 * MAX_ORIGINAL_BYTES)},
+)
+REC_RESPONSES = TopicSpec(
+    "rec.responses", "user_id", RecommendationResponse, partitions=4, retention_ms=_DAY_MS
+)
+MODEL_UPDATES = TopicSpec(
+    "model.updates", "model name", ModelUpdate, partitions=1, retention_ms=-1,
+    cleanup_policy="compact",
+)
+KPI_METRICS = TopicSpec(
+    "kpi.metrics", "model_version", KpiReport, partitions=1, retention_ms=30 * _DAY_MS
+)
+ALERTS_DRIFT = TopicSpec(
+    "alerts.drift", "detector", DriftAlert, partitions=1, retention_ms=30 * _DAY_MS
+)
+
+CATALOG: tuple[TopicSpec, ...] = (
+    INTERACTIONS,
+    INTERACTIONS_DLQ,
+    REC_REQUESTS,
+    REC_REQUESTS_DLQ,
+    REC_RESPONSES,
+    MODEL_UPDATES,
+    KPI_METRICS,
+    ALERTS_DRIFT,
+)
+
+
+def dead_letter_topic(source: str) -> str:
+    """Where records rejected from `source` go (by convention `<source>.dlq`)."""
+    return f"{source}.dlq"

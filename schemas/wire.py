@@ -1,0 +1,69 @@
+"""JSON on the wire: one encode and one decode for every contract, with the size cap enforced.
+
+Decoding never raises anything but `ContractError`, whose message names the failing fields and
+reasons but never echoes the payload (payloads may hold personal data and must not reach logs).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from schemas.limits import MAX_PAYLOAD_BYTES
+
+R = TypeVar("R", bound=BaseModel)
+
+_MAX_ERRORS_IN_MESSAGE = 5
+
+
+class ContractError(ValueError):
+    """A record that does not satisfy its contract; `kind` is a stable class name for the DLQ."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def encode(record: BaseModel) -> bytes:
+    """Serialise a record; refuses to produce anything a consumer would reject for size."""
+    raw = record.model_dump_json(exclude_none=False).encode()
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise ContractError(
+            "PayloadTooLarge", f"encoded {type(record).__name__} is {len(raw)} bytes"
+        )
+    return raw
+
+
+def decode(model: type[R], raw: bytes | None) -> R:
+    """Parse and validate one record from its wire bytes."""
+    if raw is None:
+        raise ContractError("MissingValue", "record has no value (tombstone or null)")
+    if len(raw) > MAX_PAYLOAD_BYTES:
+        raise ContractError(
+            "PayloadTooLarge", f"payload is {len(raw)} bytes, the cap is {MAX_PAYLOAD_BYTES}"
+        )
+    try:
+        # Strict UTF-8 up front: a lone surrogate or a stray byte is an encoding error, not JSON.
+        raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise ContractError("InvalidEncoding", f"payload is not UTF-8 at byte {exc.start}") from None
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _contract_error(model, exc) from None
+
+
+def _contract_error(model: type[BaseModel], exc: ValidationError) -> ContractError:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    if any(e["type"] in {"json_invalid", "json_type"} for e in errors):
+        kind = "MalformedJson"
+    else:
+        kind = "SchemaViolation"
+    parts = [
+        f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+        for e in errors[:_MAX_ERRORS_IN_MESSAGE]
+    ]
+    more = len(errors) - _MAX_ERRORS_IN_MESSAGE
+    suffix = f" (+{more} more)" if more > 0 else ""
+    return ContractError(kind, f"{model.__name__}: " + "; ".join(parts) + suffix)

@@ -1,0 +1,1 @@
+"""The scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses (DESIGN.md §6)."""

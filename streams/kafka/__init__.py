@@ -1,0 +1,1 @@
+"""Kafka plumbing every service shares: connection settings, producer, consumer, dead letters, topics."""

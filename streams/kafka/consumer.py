@@ -1,0 +1,91 @@
+"""A batch consumer that commits only after the side effects a batch caused.
+
+`enable.auto.commit` and `enable.auto.offset.store` are off: offsets move only through
+`commit(batch)`, which callers invoke after applying the batch and flushing any records (dead
+letters, outputs) it produced. A crash before that commit re-delivers the batch, so every side
+effect must be idempotent (see streams/features for how the feature writer ensures that).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from streams.kafka.connection import KafkaConnection
+
+logger = logging.getLogger(__name__)
+
+RebalanceCallback = Callable[[Consumer, list[TopicPartition]], None]
+
+
+class BatchConsumer:
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        group_id: str,
+        topics: Sequence[str],
+        auto_offset_reset: str = "earliest",
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        **overrides: Any,
+    ) -> None:
+        config = {
+            **connection.client_config(),
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": auto_offset_reset,
+            "partition.assignment.strategy": "cooperative-sticky",
+            # Processing happens between polls; keep the group alive through long batches.
+            "max.poll.interval.ms": 300_000,
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 1_000,
+            **overrides,
+        }
+        self._consumer = Consumer(config)
+        callbacks: dict[str, Any] = {}
+        if on_assign:
+            callbacks["on_assign"] = on_assign
+        if on_revoke:
+            callbacks["on_revoke"] = on_revoke
+        self._consumer.subscribe(list(topics), **callbacks)
+
+    @property
+    def raw(self) -> Consumer:
+        return self._consumer
+
+    def poll_batch(self, max_messages: int, timeout_s: float) -> list[Message]:
+        """Up to `max_messages` records, waiting at most `timeout_s`; broker errors are raised,
+        end-of-partition notices are dropped."""
+        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout_s)
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                records.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                if error.fatal():
+                    raise KafkaException(error)
+                logger.warning("consumer error code=%s reason=%s", error.code(), error.str())
+        return records
+
+    def commit(self, batch: Sequence[Message]) -> None:
+        """Synchronously commit the position after the last record of each partition in `batch`."""
+        offsets = next_offsets(batch)
+        if offsets:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def next_offsets(batch: Sequence[Message]) -> list[TopicPartition]:
+    """The committable position (last offset + 1) per topic-partition of a batch."""
+    latest: dict[tuple[str, int], int] = {}
+    for message in batch:
+        key = (message.topic(), message.partition())
+        latest[key] = max(latest.get(key, -1), message.offset())
+    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(latest.items())]

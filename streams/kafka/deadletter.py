@@ -1,0 +1,100 @@
+"""Dead-letter writer: every rejected record is wrapped with its context and kept, never dropped."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from schemas.deadletter import MAX_ORIGINAL_BYTES, DeadLetter
+from schemas.limits import MAX_TEXT_LENGTH
+from schemas.topics import dead_letter_topic
+from schemas.wire import ContractError
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+
+Stage = Literal["decode", "validate", "apply", "score", "train", "monitor"]
+
+
+@dataclass(frozen=True)
+class SourcePosition:
+    """Where a record came from; enough to find it again with a plain consumer."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None = None
+
+
+def _error_class(error: BaseException) -> str:
+    return error.kind if isinstance(error, ContractError) else type(error).__name__
+
+
+def _clip(raw: bytes | None) -> tuple[bytes | None, bool]:
+    if raw is None or len(raw) <= MAX_ORIGINAL_BYTES:
+        return raw, False
+    return raw[:MAX_ORIGINAL_BYTES], True
+
+
+def build_dead_letter(
+    key: bytes | None,
+    value: bytes | None,
+    error: BaseException,
+    source: SourcePosition,
+    stage: Stage,
+    service: str,
+) -> DeadLetter:
+    original_key, key_clipped = _clip(key)
+    original_value, value_clipped = _clip(value)
+    # The message is built from field locations and reasons only (see schemas.wire), so it is
+    # safe to store; it is still clipped and made printable because exceptions can say anything.
+    message = "".join(c if c.isprintable() else "?" for c in str(error))[:MAX_TEXT_LENGTH]
+    return DeadLetter(
+        original_key=original_key,
+        original_value=original_value,
+        original_truncated=key_clipped or value_clipped,
+        error_class=_error_class(error)[:128] or "Error",
+        error_message=message,
+        source_topic=source.topic,
+        source_partition=source.partition,
+        source_offset=source.offset,
+        source_timestamp_ms=source.timestamp_ms
+        if source.timestamp_ms is not None and source.timestamp_ms >= 0
+        else None,
+        stage=stage,
+        service=service,
+        failed_at=time.time(),
+    )
+
+
+class DeadLetterWriter:
+    """Produces dead letters to `<source topic>.dlq` through the service's idempotent producer.
+
+    Callers flush the producer before committing the source offsets, so a crash between the two
+    re-delivers the bad record (a duplicate dead letter, never a lost one).
+    """
+
+    def __init__(self, producer: EventProducer, service: str) -> None:
+        self._producer = producer
+        self._service = service
+        self.written = 0
+
+    def write(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        error: BaseException,
+        source: SourcePosition,
+        stage: Stage = "validate",
+    ) -> None:
+        letter = build_dead_letter(key, value, error, source, stage, self._service)
+        logger.warning(
+            "dead-lettered topic=%s partition=%d offset=%d error=%s",
+            source.topic, source.partition, source.offset, letter.error_class,
+        )
+        self._producer.send_raw(
+            dead_letter_topic(source.topic), key, letter.model_dump_json().encode()
+        )
+        self.written += 1

@@ -1,0 +1,98 @@
+"""The one producer every service uses: idempotent, acks=all, bounded buffer with backpressure."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+from pydantic import BaseModel
+
+from schemas.deadletter import MAX_ORIGINAL_BYTES
+from schemas.wire import encode
+from streams.kafka.connection import KafkaConnection
+
+logger = logging.getLogger(__name__)
+
+# Room for a dead letter wrapping the largest original it may carry (base64 grows it by 4/3).
+_MAX_MESSAGE_BYTES = 3 * MAX_ORIGINAL_BYTES
+
+
+class DeliveryError(RuntimeError):
+    """At least one record could not be delivered; the caller must not commit past it."""
+
+
+class EventProducer:
+    """Thread-safe wrapper over confluent-kafka's Producer with delivery failures surfaced.
+
+    Idempotence (enable.idempotence) makes librdkafka's retries safe: no duplicates and no
+    reordering per partition, so a retried send never double-counts downstream.
+    """
+
+    def __init__(self, connection: KafkaConnection, **overrides: Any) -> None:
+        config = {
+            **connection.client_config(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.max.bytes": _MAX_MESSAGE_BYTES,
+            # A bounded local queue: when full, send() blocks in poll() instead of growing memory.
+            "queue.buffering.max.messages": 200_000,
+            **overrides,
+        }
+        self._producer = Producer(config)
+        self._lock = threading.Lock()
+        self._failures: list[str] = []
+        self.delivered = 0
+
+    def send(self, topic: str, key: str | bytes | None, record: BaseModel) -> None:
+        self.send_raw(topic, key, encode(record))
+
+    def send_raw(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, **kwargs)
+                break
+            except BufferError:
+                # Backpressure: serve delivery reports until the local queue has room.
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            with self._lock:
+                self.delivered += 1
+            return
+        logger.error("delivery failed topic=%s error=%s", msg.topic(), err.str())
+        with self._lock:
+            self._failures.append(f"{msg.topic()}: {err.str()}")
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        return int(self._producer.poll(timeout_s))
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until everything sent so far is acknowledged; raise if anything failed."""
+        remaining = self._producer.flush(timeout_s)
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if remaining:
+            raise DeliveryError(f"{remaining} records still undelivered after {timeout_s}s")
+        if failures:
+            raise DeliveryError(f"{len(failures)} records failed: {failures[0]}")
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        self.flush(timeout_s)

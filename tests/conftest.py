@@ -1,0 +1,65 @@
+"""Shared fixtures. Services start once per session; each test gets isolated topics and keys.
+
+Unit tests never touch these fixtures (they need no services). Integration tests use the real
+local Kafka and Redis: `stack` starts them if nothing answers and stops only what it started.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from deploy.local.settings import LocalStackSettings
+from deploy.local.stack import LocalStack
+from streams.kafka.admin import create_topics
+from streams.kafka.connection import KafkaConnection
+from streams.redis_connection import RedisConnection
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[LocalStack]:
+    local = LocalStack(LocalStackSettings())
+    report = local.up()
+    yield local
+    local.down(only=report.started)
+
+
+@pytest.fixture
+def kafka(stack: LocalStack) -> KafkaConnection:
+    """A connection whose catalog topics exist under a prefix of this test's own."""
+    connection = KafkaConnection(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    create_topics(connection)
+    return connection
+
+
+@pytest.fixture
+def redis_admin(stack: LocalStack) -> redis.Redis:
+    return stack.redis.admin_client()
+
+
+@pytest.fixture
+def redis_prefix(redis_admin: redis.Redis) -> Iterator[str]:
+    prefix = f"test:{uuid.uuid4().hex[:10]}:"
+    yield prefix
+    for key in redis_admin.scan_iter(match=f"{prefix}*", count=1000):
+        redis_admin.delete(key)
+
+
+@pytest.fixture
+def redis_connection(stack: LocalStack, redis_prefix: str) -> RedisConnection:
+    """The feature writer's ACL user, confined to this test's key prefix."""
+    return RedisConnection(
+        port=stack.settings.redis_port,
+        username="streams",
+        secrets_dir=stack.settings.secrets_dir,
+        key_prefix=redis_prefix,
+    )
+
+
+@pytest.fixture
+def scorer_redis_connection(redis_connection: RedisConnection) -> RedisConnection:
+    """The scorer's read-only ACL user on the same keys."""
+    return redis_connection.model_copy(update={"username": "scorer"})
