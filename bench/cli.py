@@ -1,4 +1,4 @@
-"""`streamrec bench ...`: every benchmark writes JSON (kept in bench/results/) and prints a table."""
+"""`streamrec bench ...`: each benchmark writes JSON (kept in bench/results/) and prints a table."""
 
 from __future__ import annotations
 
@@ -13,11 +13,19 @@ app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_a
 def kafka(
     json_path: Path = typer.Option(Path("bench/results/kafka.json"), "--json", help="Output JSON."),
     messages: int = typer.Option(200_000, min=1000, help="Messages for the throughput runs."),
-    size: int = typer.Option(200, min=1, help="Value size in bytes (an interaction event is ~200)."),
+    size: int = typer.Option(
+        200, min=1, help="Value size in bytes (an interaction event is ~200)."
+    ),
     latency_rate: float = typer.Option(2_000.0, min=1.0, help="Offered rate for the latency run."),
     latency_seconds: float = typer.Option(10.0, min=1.0),
 ) -> None:
     """Raw confluent-kafka produce/consume throughput and produce->consume latency on the broker."""
     from bench.kafka import run
 
-    run(json_path, messages=messages, size=size, latency_rate=latency_rate, latency_seconds=latency_seconds)
+    run(
+        json_path,
+        messages=messages,
+        size=size,
+        latency_rate=latency_rate,
+        latency_seconds=latency_seconds,
+    )

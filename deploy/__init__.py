@@ -1,1 +1,1 @@
-"""Infrastructure: local Kafka and Redis without Docker, compose, Prometheus, Grafana, and the CLI root."""
+"""Infrastructure: local Kafka + Redis without Docker, compose, Prometheus, Grafana, the CLI."""

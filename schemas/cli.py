@@ -8,7 +8,9 @@ from rich.table import Table
 
 console = Console()
 topics_app = typer.Typer(help="The topic catalog.", no_args_is_help=True)
-schemas_app = typer.Typer(help="JSON Schema files generated from the contracts.", no_args_is_help=True)
+schemas_app = typer.Typer(
+    help="JSON Schema files generated from the contracts.", no_args_is_help=True
+)
 
 
 @topics_app.command("create")
@@ -20,7 +22,9 @@ def create() -> None:
     settings = ServiceSettings()
     table = Table("topic", "partitions", "outcome")
     for outcome in create_topics(settings.kafka):
-        table.add_row(outcome.name, str(outcome.partitions), "created" if outcome.created else "exists")
+        table.add_row(
+            outcome.name, str(outcome.partitions), "created" if outcome.created else "exists"
+        )
     console.print(table)
 
 
@@ -32,8 +36,12 @@ def list_catalog() -> None:
     table = Table("topic", "key", "value", "partitions", "retention_ms", "cleanup")
     for spec in CATALOG:
         table.add_row(
-            spec.name, spec.key, spec.value.__name__, str(spec.partitions),
-            str(spec.retention_ms), spec.cleanup_policy,
+            spec.name,
+            spec.key,
+            spec.value.__name__,
+            str(spec.partitions),
+            str(spec.retention_ms),
+            spec.cleanup_policy,
         )
     console.print(table)
 

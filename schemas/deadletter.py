@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -16,6 +16,8 @@ class DeadLetter(BaseModel):
     """Value on `*.dlq` topics; the key is the original key unchanged."""
 
     model_config = STRICT_RECORD
+    # base64 grows the original by 4/3; the dead-letter topics allow messages this large.
+    WIRE_MAX_BYTES: ClassVar[int] = 3 * MAX_ORIGINAL_BYTES
 
     schema_version: Literal[1] = 1
     original_key: Annotated[bytes, Field(max_length=MAX_ORIGINAL_BYTES)] | None

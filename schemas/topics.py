@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
-from schemas.deadletter import MAX_ORIGINAL_BYTES, DeadLetter
+from schemas.deadletter import DeadLetter
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
@@ -41,7 +41,11 @@ class TopicSpec:
 
 INTERACTIONS = TopicSpec(
     # Long retention: a full retrain replays a window of history from here.
-    "interactions", "user_id", InteractionEvent, partitions=4, retention_ms=90 * _DAY_MS
+    "interactions",
+    "user_id",
+    InteractionEvent,
+    partitions=4,
+    retention_ms=90 * _DAY_MS,
 )
 INTERACTIONS_DLQ = TopicSpec(
     "interactions.dlq",
@@ -50,7 +54,7 @@ INTERACTIONS_DLQ = TopicSpec(
     partitions=1,
     retention_ms=30 * _DAY_MS,
     # A dead letter wraps the rejected bytes, which may themselves have been oversized.
-    extra_config={"max.message.bytes": str(2 * MAX_ORIGINAL_BYTES)},
+    extra_config={"max.message.bytes": str(DeadLetter.WIRE_MAX_BYTES)},
 )
 REC_REQUESTS = TopicSpec(
     "rec.requests", "user_id", RecommendationRequest, partitions=4, retention_ms=_DAY_MS
@@ -61,13 +65,17 @@ REC_REQUESTS_DLQ = TopicSpec(
     DeadLetter,
     partitions=1,
     retention_ms=30 * _DAY_MS,
-    extra_config={"max.message.bytes": str(2 * MAX_ORIGINAL_BYTES)},
+    extra_config={"max.message.bytes": str(DeadLetter.WIRE_MAX_BYTES)},
 )
 REC_RESPONSES = TopicSpec(
     "rec.responses", "user_id", RecommendationResponse, partitions=4, retention_ms=_DAY_MS
 )
 MODEL_UPDATES = TopicSpec(
-    "model.updates", "model name", ModelUpdate, partitions=1, retention_ms=-1,
+    "model.updates",
+    "model name",
+    ModelUpdate,
+    partitions=1,
+    retention_ms=-1,
     cleanup_policy="compact",
 )
 KPI_METRICS = TopicSpec(

@@ -25,10 +25,15 @@ class ContractError(ValueError):
         self.kind = kind
 
 
+def wire_cap(model: type[BaseModel]) -> int:
+    """A record type may declare a larger cap (dead letters wrap oversized originals)."""
+    return int(getattr(model, "WIRE_MAX_BYTES", MAX_PAYLOAD_BYTES))
+
+
 def encode(record: BaseModel) -> bytes:
     """Serialise a record; refuses to produce anything a consumer would reject for size."""
     raw = record.model_dump_json(exclude_none=False).encode()
-    if len(raw) > MAX_PAYLOAD_BYTES:
+    if len(raw) > wire_cap(type(record)):
         raise ContractError(
             "PayloadTooLarge", f"encoded {type(record).__name__} is {len(raw)} bytes"
         )
@@ -39,15 +44,16 @@ def decode(model: type[R], raw: bytes | None) -> R:
     """Parse and validate one record from its wire bytes."""
     if raw is None:
         raise ContractError("MissingValue", "record has no value (tombstone or null)")
-    if len(raw) > MAX_PAYLOAD_BYTES:
-        raise ContractError(
-            "PayloadTooLarge", f"payload is {len(raw)} bytes, the cap is {MAX_PAYLOAD_BYTES}"
-        )
+    cap = wire_cap(model)
+    if len(raw) > cap:
+        raise ContractError("PayloadTooLarge", f"payload is {len(raw)} bytes, the cap is {cap}")
     try:
         # Strict UTF-8 up front: a lone surrogate or a stray byte is an encoding error, not JSON.
         raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise ContractError("InvalidEncoding", f"payload is not UTF-8 at byte {exc.start}") from None
+        raise ContractError(
+            "InvalidEncoding", f"payload is not UTF-8 at byte {exc.start}"
+        ) from None
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

@@ -12,11 +12,15 @@ console = Console()
 
 def produce_sample(
     count: int = typer.Option(10_000, "--count", "-n", min=1, help="Events to publish."),
-    rate: float = typer.Option(0.0, "--rate", "-r", min=0.0, help="Events/s; 0 = as fast as possible."),
+    rate: float = typer.Option(
+        0.0, "--rate", "-r", min=0.0, help="Events/s; 0 = as fast as possible."
+    ),
     users: int = typer.Option(2_000, min=1),
     items: int = typer.Option(5_000, min=10),
     seed: int = typer.Option(7),
-    live: bool = typer.Option(False, help="Stamp events with the wall clock instead of simulated time."),
+    live: bool = typer.Option(
+        False, help="Stamp events with the wall clock instead of simulated time."
+    ),
 ) -> None:
     """Publish realistic synthetic interactions to `interactions`."""
     from schemas.topics import INTERACTIONS
@@ -36,4 +40,6 @@ def produce_sample(
         producer.send(topic, event.user_id, event)
     producer.flush()
     elapsed = time.perf_counter() - started
-    console.print(f"published {count} events to {topic} in {elapsed:.2f}s ({count / elapsed:,.0f}/s)")
+    console.print(
+        f"published {count} events to {topic} in {elapsed:.2f}s ({count / elapsed:,.0f}/s)"
+    )

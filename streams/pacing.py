@@ -1,4 +1,4 @@
-"""Open-loop pacing for load generators: events leave on schedule, not when the last one returned."""
+"""Open-loop pacing for load generators: events leave on schedule, not when the last returned."""
 
 from __future__ import annotations
 

@@ -19,11 +19,16 @@ class RedisConnection(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(6379, ge=1, le=65535)
-    username: str = Field("streams", description="ACL user: streams, scorer, trainer, monitor, admin.")
-    password: SecretStr | None = Field(None, description="Falls back to <secrets_dir>/redis-<username>.")
+    username: str = Field(
+        "streams", description="ACL user: streams, scorer, trainer, monitor, admin."
+    )
+    password: SecretStr | None = Field(
+        None, description="Falls back to <secrets_dir>/redis-<username>."
+    )
     secrets_dir: Path = LOCAL_SECRETS_DIR
     key_prefix: str = Field(
-        "sr:", pattern=r"^[a-zA-Z0-9._:-]{1,32}$",
+        "sr:",
+        pattern=r"^[a-zA-Z0-9._:-]{1,32}$",
         description="Namespace of every key this service reads or writes (isolates tests).",
     )
     socket_timeout_s: float = Field(5.0, gt=0, le=120)

@@ -51,7 +51,9 @@ class _User:
 class SampleGenerator:
     """Deterministic for a seed. `clock` gives event times: simulated (start + spacing) or live."""
 
-    def __init__(self, config: SampleConfig, start_ts: float | None = None, live: bool = False) -> None:
+    def __init__(
+        self, config: SampleConfig, start_ts: float | None = None, live: bool = False
+    ) -> None:
         self.c = config
         self.rng = random.Random(config.seed)
         self.live = live
@@ -63,12 +65,21 @@ class SampleGenerator:
             self._by_category[category].append(item)
         # Zipf weights over each category's items, as cumulative sums for bisect sampling.
         self._cum: list[list[float]] = [
-            list(itertools.accumulate(1.0 / (rank + 1) ** config.zipf_s for rank in range(len(items))))
+            list(
+                itertools.accumulate(
+                    1.0 / (rank + 1) ** config.zipf_s for rank in range(len(items))
+                )
+            )
             for items in self._by_category
         ]
         self._users = [
             _User(
-                tuple(self.rng.sample(range(config.categories), min(config.favourite_categories, config.categories))),
+                tuple(
+                    self.rng.sample(
+                        range(config.categories),
+                        min(config.favourite_categories, config.categories),
+                    )
+                ),
                 self.rng.choice(_DEVICES),
             )
             for _ in range(config.users)
@@ -78,13 +89,17 @@ class SampleGenerator:
 
     def _available(self, produced: int, total: int) -> int:
         """How many items (by index) exist after `produced` of `total` events."""
-        share = self.c.initial_catalog_share + (1 - self.c.initial_catalog_share) * produced / max(total, 1)
+        share = self.c.initial_catalog_share + (1 - self.c.initial_catalog_share) * produced / max(
+            total, 1
+        )
         return max(1, int(self.c.items * min(share, 1.0)))
 
     def _pick_item(self, user: _User, available: int) -> int:
         # 85% from a favourite category, else anywhere: preferences are stable but not exclusive.
         category = (
-            self.rng.choice(user.favourites) if self.rng.random() < 0.85 else self.rng.randrange(self.c.categories)
+            self.rng.choice(user.favourites)
+            if self.rng.random() < 0.85
+            else self.rng.randrange(self.c.categories)
         )
         items, cum = self._by_category[category], self._cum[category]
         for _ in range(8):
@@ -107,7 +122,7 @@ class SampleGenerator:
             context=EventContext(
                 price=round(5.0 + 3.0 * category + (item % 17), 2),
                 category=f"c{category}",
-                device=self._users[user_idx].device,  # type: ignore[arg-type]
+                device=self._users[user_idx].device,
             ),
         )
 

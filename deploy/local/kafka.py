@@ -49,8 +49,16 @@ class LocalKafka:
         self.libs.mkdir(parents=True)
         logger.info("resolving kafka jars pom=%s", self.s.pom)
         subprocess.run(
-            ["mvn", "-q", "-B", "-f", str(self.s.pom), "dependency:copy-dependencies",
-             f"-DoutputDirectory={self.libs.resolve()}", "-DincludeScope=runtime"],
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-f",
+                str(self.s.pom),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={self.libs.resolve()}",
+                "-DincludeScope=runtime",
+            ],
             check=True,
         )
         stamp.write_text(pom_sha)
@@ -59,49 +67,53 @@ class LocalKafka:
         s = self.s
         config = self.dir / "server.properties"
         config.write_text(
-            "\n".join([
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
-                f"listeners=PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}",
-                f"advertised.listeners=PLAINTEXT://{s.host}:{s.kafka_port}",
-                "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name=PLAINTEXT",
-                f"log.dirs={self.data.resolve()}",
-                f"num.partitions={s.kafka_partitions_default}",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=8",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
-                # Single node: no reason to delay the first rebalance of a new group.
-                "group.initial.rebalance.delay.ms=0",
-                # Topics come from the catalog (`streamrec topics create`), never by accident.
-                "auto.create.topics.enable=false",
-                "num.network.threads=2",
-                "num.io.threads=4",
-                "log.retention.check.interval.ms=60000",
-                "",
-            ])
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
+                    f"listeners=PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}",
+                    f"advertised.listeners=PLAINTEXT://{s.host}:{s.kafka_port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={self.data.resolve()}",
+                    f"num.partitions={s.kafka_partitions_default}",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=8",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "share.coordinator.state.topic.replication.factor=1",
+                    "share.coordinator.state.topic.min.isr=1",
+                    # Single node: no reason to delay the first rebalance of a new group.
+                    "group.initial.rebalance.delay.ms=0",
+                    # Topics come from the catalog (`streamrec topics create`), never by accident.
+                    "auto.create.topics.enable=false",
+                    "num.network.threads=2",
+                    "num.io.threads=4",
+                    "log.retention.check.interval.ms=60000",
+                    "",
+                ]
+            )
         )
         log4j = self.dir / "log4j2.properties"
         log4j.write_text(
-            "\n".join([
-                "status = warn",
-                "appender.out.type = Console",
-                "appender.out.name = out",
-                "appender.out.layout.type = PatternLayout",
-                "appender.out.layout.pattern = [%d] %p %m (%c)%n",
-                "rootLogger.level = INFO",
-                "rootLogger.appenderRef.out.ref = out",
-                "logger.kafka.name = kafka",
-                "logger.kafka.level = WARN",
-                "logger.state.name = state.change.logger",
-                "logger.state.level = WARN",
-                "",
-            ])
+            "\n".join(
+                [
+                    "status = warn",
+                    "appender.out.type = Console",
+                    "appender.out.name = out",
+                    "appender.out.layout.type = PatternLayout",
+                    "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+                    "rootLogger.level = INFO",
+                    "rootLogger.appenderRef.out.ref = out",
+                    "logger.kafka.name = kafka",
+                    "logger.kafka.level = WARN",
+                    "logger.state.name = state.change.logger",
+                    "logger.state.level = WARN",
+                    "",
+                ]
+            )
         )
         return config
 
@@ -120,7 +132,8 @@ class LocalKafka:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
             self._java(STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)),
-            check=True, stdout=subprocess.DEVNULL,
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
 
     def state(self) -> ServiceState:
@@ -139,10 +152,14 @@ class LocalKafka:
         self._format_storage(config)
         heap = f"{self.s.kafka_heap_mb}m"
         argv = self._java(
-            f"-Xms{min(self.s.kafka_heap_mb, 256)}m", f"-Xmx{heap}",
-            "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            f"-Xms{min(self.s.kafka_heap_mb, 256)}m",
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={(self.dir / 'log4j2.properties').resolve()}",
-            MAIN_CLASS, str(config.resolve()),
+            MAIN_CLASS,
+            str(config.resolve()),
         )
         start_detached(argv, self.log_file, self.pid_file)
         return True
@@ -165,7 +182,9 @@ class LocalKafka:
             except KafkaException as exc:
                 last_error = str(exc)
             time.sleep(0.5)
-        raise TimeoutError(f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file}")
+        raise TimeoutError(
+            f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file}"
+        )
 
     def stop(self) -> bool:
         pid = owned_pid(self.pid_file, MAIN_CLASS)
@@ -173,4 +192,3 @@ class LocalKafka:
             return False
         stop_pid(pid, self.pid_file, grace_s=60)
         return True
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -89,11 +90,9 @@ def stop_pid(pid: int, pid_file: Path, grace_s: float = 30.0) -> None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        # Reap it if it is our child (tests start services in-process); zombies count as dead.
+    # Reap it if it is our child (tests start services in-process); zombies count as dead.
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
     state = _proc_state(pid)
     return state not in {"", "Z"}
 

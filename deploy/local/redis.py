@@ -20,11 +20,15 @@ BINARY = "redis-server"
 
 
 def ensure_installed() -> str:
-    path = shutil.which(BINARY) or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+    path = shutil.which(BINARY) or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+    )
     if path:
         return path
     if os.geteuid() != 0:
-        raise RuntimeError("redis-server is missing; install Debian's package: apt-get install redis-server")
+        raise RuntimeError(
+            "redis-server is missing; install Debian's package: apt-get install redis-server"
+        )
     logger.info("installing redis-server from Debian")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
@@ -49,24 +53,26 @@ class LocalRedis:
         acl.write_text(acl_file_text(passwords))
         acl.chmod(0o600)
         (self.dir / "redis.conf").write_text(
-            "\n".join([
-                f"bind {self.s.host}",
-                "protected-mode yes",
-                f"port {self.s.redis_port}",
-                f"dir {self.dir.resolve()}",
-                "daemonize no",
-                f"aclfile {acl.resolve()}",
-                # Durability: the feature store survives a crash losing at most ~1 s of writes;
-                # the applied-offset markers are in the same AOF, so replay after restart repairs it.
-                "appendonly yes",
-                "appendfsync everysec",
-                'save ""',
-                f"maxmemory {self.s.redis_maxmemory_mb}mb",
-                # Features must never vanish silently: refuse writes instead of evicting.
-                "maxmemory-policy noeviction",
-                "loglevel notice",
-                "",
-            ])
+            "\n".join(
+                [
+                    f"bind {self.s.host}",
+                    "protected-mode yes",
+                    f"port {self.s.redis_port}",
+                    f"dir {self.dir.resolve()}",
+                    "daemonize no",
+                    f"aclfile {acl.resolve()}",
+                    # Durability: a crash loses at most ~1 s of writes, and the applied-offset
+                    # markers live in the same AOF, so a replay from Kafka repairs exactly that.
+                    "appendonly yes",
+                    "appendfsync everysec",
+                    'save ""',
+                    f"maxmemory {self.s.redis_maxmemory_mb}mb",
+                    # Features must never vanish silently: refuse writes instead of evicting.
+                    "maxmemory-policy noeviction",
+                    "loglevel notice",
+                    "",
+                ]
+            )
         )
 
     def state(self) -> ServiceState:
@@ -81,14 +87,20 @@ class LocalRedis:
         binary = ensure_installed()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
-        start_detached([binary, str((self.dir / "redis.conf").resolve())], self.log_file, self.pid_file)
+        start_detached(
+            [binary, str((self.dir / "redis.conf").resolve())], self.log_file, self.pid_file
+        )
         return True
 
     def admin_client(self) -> redis.Redis:
         password = (self.s.secrets_dir / "redis-admin").read_text().strip()
         return redis.Redis(
-            host=self.s.host, port=self.s.redis_port, username="admin", password=password,
-            socket_timeout=2, socket_connect_timeout=2,
+            host=self.s.host,
+            port=self.s.redis_port,
+            username="admin",
+            password=password,
+            socket_timeout=2,
+            socket_connect_timeout=2,
         )
 
     def wait_healthy(self, timeout_s: float) -> None:
@@ -101,7 +113,9 @@ class LocalRedis:
             except (redis.RedisError, OSError) as exc:
                 last_error = type(exc).__name__
             time.sleep(0.2)
-        raise TimeoutError(f"redis not healthy after {timeout_s}s ({last_error}); see {self.log_file}")
+        raise TimeoutError(
+            f"redis not healthy after {timeout_s}s ({last_error}); see {self.log_file}"
+        )
 
     def stop(self) -> bool:
         pid = owned_pid(self.pid_file, BINARY)

@@ -11,11 +11,11 @@ DEPLOY_DIR = Path(__file__).resolve().parent.parent
 
 
 class LocalStackSettings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="STREAMREC_LOCAL__", extra="forbid", frozen=True
-    )
+    model_config = SettingsConfigDict(env_prefix="STREAMREC_LOCAL__", extra="forbid", frozen=True)
 
-    home: Path = Field(Path(".streamrec"), description="Data, logs, pids and secrets (git-ignored).")
+    home: Path = Field(
+        Path(".streamrec"), description="Data, logs, pids and secrets (git-ignored)."
+    )
     host: str = Field("127.0.0.1", description="Both services bind here only.")
     kafka_port: int = Field(9092, ge=1, le=65535)
     kafka_controller_port: int = Field(9093, ge=1, le=65535)

@@ -1,1 +1,1 @@
-"""Kafka plumbing every service shares: connection settings, producer, consumer, dead letters, topics."""
+"""Kafka plumbing every service shares: connection, producer, consumer, dead letters, topics."""

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from schemas.topics import CATALOG, TopicSpec
 from streams.kafka.connection import KafkaConnection

@@ -10,13 +10,14 @@ from schemas.topics import TopicSpec
 
 
 class KafkaConnection(BaseModel):
-    """Connection and security options. SASL/SCRAM + TLS switch on by setting `security_protocol`."""
+    """Connection and security; SASL/SCRAM + TLS switch on through `security_protocol`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     bootstrap_servers: str = Field("127.0.0.1:9092", description="host:port[,host:port]")
     topic_prefix: str = Field(
-        "", pattern=r"^[a-zA-Z0-9._-]{0,64}$",
+        "",
+        pattern=r"^[a-zA-Z0-9._-]{0,64}$",
         description="Prepended to every catalog topic name (isolates tests and tenants).",
     )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"

@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.deadletter import SourcePosition
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +83,20 @@ class BatchConsumer:
         self._consumer.close()
 
 
+def source_position(message: Message) -> SourcePosition:
+    """Where a consumed record lives; only records without an error reach callers."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError("a consumed record has no topic, partition or offset")
+    ts_type, ts = message.timestamp()
+    return SourcePosition(topic, partition, offset, ts if ts_type and ts >= 0 else None)
+
+
 def next_offsets(batch: Sequence[Message]) -> list[TopicPartition]:
     """The committable position (last offset + 1) per topic-partition of a batch."""
     latest: dict[tuple[str, int], int] = {}
     for message in batch:
-        key = (message.topic(), message.partition())
-        latest[key] = max(latest.get(key, -1), message.offset())
+        pos = source_position(message)
+        key = (pos.topic, pos.partition)
+        latest[key] = max(latest.get(key, -1), pos.offset)
     return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(latest.items())]

@@ -92,9 +92,10 @@ class DeadLetterWriter:
         letter = build_dead_letter(key, value, error, source, stage, self._service)
         logger.warning(
             "dead-lettered topic=%s partition=%d offset=%d error=%s",
-            source.topic, source.partition, source.offset, letter.error_class,
+            source.topic,
+            source.partition,
+            source.offset,
+            letter.error_class,
         )
-        self._producer.send_raw(
-            dead_letter_topic(source.topic), key, letter.model_dump_json().encode()
-        )
+        self._producer.send(dead_letter_topic(source.topic), key, letter)
         self.written += 1

@@ -9,14 +9,14 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from pydantic import BaseModel
 
-from schemas.deadletter import MAX_ORIGINAL_BYTES
+from schemas.deadletter import DeadLetter
 from schemas.wire import encode
 from streams.kafka.connection import KafkaConnection
 
 logger = logging.getLogger(__name__)
 
-# Room for a dead letter wrapping the largest original it may carry (base64 grows it by 4/3).
-_MAX_MESSAGE_BYTES = 3 * MAX_ORIGINAL_BYTES
+# Room for a dead letter wrapping the largest original it may carry.
+_MAX_MESSAGE_BYTES = DeadLetter.WIRE_MAX_BYTES + 64 * 1024
 
 
 class DeliveryError(RuntimeError):

@@ -36,6 +36,8 @@ def test_default_user_is_disabled(stack: LocalStack) -> None:
         anonymous.ping()
 
 
-def test_services_cannot_touch_keys_outside_the_namespace(redis_connection: RedisConnection) -> None:
+def test_services_cannot_touch_keys_outside_the_namespace(
+    redis_connection: RedisConnection,
+) -> None:
     with pytest.raises(redis.exceptions.NoPermissionError):
         redis_connection.client().set("elsewhere", "1")

@@ -1,0 +1,125 @@
+"""The consume -> validate -> handle -> dead-letter -> commit cycle every Kafka service runs.
+
+Ordering per batch is what makes it safe:
+1. decode every record against its contract; rejects go to the dead-letter writer;
+2. hand the valid records (with their positions) to the service's handler, which performs its
+   side effects and may produce output records;
+3. flush the producer (dead letters and outputs are acknowledged by the broker);
+4. commit the offsets after the batch.
+A crash anywhere before 4 re-delivers the batch: outputs may repeat (consumers dedupe by id),
+nothing is lost. A handler error on one record dead-letters that record (stage "apply") and the
+loop keeps going: a worker never crashes on a bad event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from confluent_kafka import Message
+from pydantic import BaseModel
+
+from schemas.wire import ContractError, decode
+from streams.kafka.consumer import BatchConsumer, source_position
+from streams.kafka.deadletter import DeadLetterWriter, SourcePosition
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Envelope(Generic[R]):
+    """A valid record with where it came from (for idempotency and dead letters)."""
+
+    record: R
+    key: bytes | None
+    position: SourcePosition
+    raw: bytes
+
+
+class RecordRejected(Exception):
+    """Raised by a handler for one record it cannot process; the record is dead-lettered."""
+
+    def __init__(self, envelope: Envelope[BaseModel], error: BaseException) -> None:
+        super().__init__(str(error))
+        self.envelope = envelope
+        self.error = error
+
+
+Handler = Callable[[list[Envelope[R]]], Sequence[RecordRejected]]
+"""Applies a batch; returns the records it rejected (dead-lettered; the rest count as done)."""
+
+
+@dataclass
+class LoopCounters:
+    """Conservation: consumed == handled + dead_lettered, at every batch boundary."""
+
+    consumed: int = 0
+    handled: int = 0
+    dead_lettered: int = 0
+
+
+class ContractLoop(Generic[R]):
+    def __init__(
+        self,
+        consumer: BatchConsumer,
+        model: type[R],
+        handler: Handler[R],
+        producer: EventProducer,
+        dead_letters: DeadLetterWriter,
+        batch_size: int = 500,
+        batch_timeout_s: float = 0.05,
+    ) -> None:
+        self.consumer = consumer
+        self.model = model
+        self.handler = handler
+        self.producer = producer
+        self.dead_letters = dead_letters
+        self.batch_size = batch_size
+        self.batch_timeout_s = batch_timeout_s
+        self.counters = LoopCounters()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.run_once()
+        self.producer.flush()
+
+    def run_once(self) -> int:
+        """Process one batch; returns how many records it consumed."""
+        batch = self.consumer.poll_batch(self.batch_size, self.batch_timeout_s)
+        if not batch:
+            return 0
+        valid = self._decode(batch)
+        rejected = self.handler(valid) if valid else []
+        for rejection in rejected:
+            env = rejection.envelope
+            self.dead_letters.write(env.key, env.raw, rejection.error, env.position, stage="apply")
+        self.producer.flush()
+        self.consumer.commit(batch)
+        self.counters.consumed += len(batch)
+        self.counters.handled += len(valid) - len(rejected)
+        self.counters.dead_lettered += len(batch) - len(valid) + len(rejected)
+        return len(batch)
+
+    def _decode(self, batch: list[Message]) -> list[Envelope[R]]:
+        valid = []
+        for message in batch:
+            raw = message.value()
+            position = source_position(message)
+            try:
+                record = decode(self.model, raw)
+            except ContractError as error:
+                self.dead_letters.write(message.key(), raw, error, position, "validate")
+                continue
+            # decode() succeeded, so raw is not None.
+            valid.append(Envelope(record, message.key(), position, raw or b""))
+        return valid

@@ -1,0 +1,107 @@
+"""One valid instance of every wire record, for round-trip and validation tests."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from schemas import (
+    DeadLetter,
+    DriftAlert,
+    EventContext,
+    EventType,
+    InteractionEvent,
+    KpiReport,
+    ModelUpdate,
+    RecommendationRequest,
+    RecommendationResponse,
+    RequestFilters,
+    ScoredItem,
+    TrainingWindow,
+)
+
+
+def examples() -> dict[str, BaseModel]:
+    now = time.time()
+    return {
+        "InteractionEvent": InteractionEvent(
+            event_id="e-1",
+            user_id="u-1",
+            session_id="s-1",
+            item_id="i-1",
+            event_type=EventType.ADD_TO_CART,
+            timestamp=now,
+            context=EventContext(
+                price=9.5, category="c-3", device="ios", source="recommendation", request_id="r-1"
+            ),
+        ),
+        "DeadLetter": DeadLetter(
+            original_key=b"u-1",
+            original_value=b"\xff\x00not json",
+            error_class="MalformedJson",
+            error_message="InteractionEvent: <root>: Invalid JSON",
+            source_topic="interactions",
+            source_partition=2,
+            source_offset=41,
+            source_timestamp_ms=1_700_000_000_000,
+            stage="validate",
+            service="stream",
+            failed_at=now,
+        ),
+        "RecommendationRequest": RecommendationRequest(
+            request_id="r-1",
+            user_id="u-1",
+            session_id="s-1",
+            k=20,
+            exclude_items=["i-9"],
+            filters=RequestFilters(include_categories=["c-1"], exclude_categories=["c-2"]),
+            device="web",
+            sent_at=now,
+        ),
+        "RecommendationResponse": RecommendationResponse(
+            request_id="r-1",
+            user_id="u-1",
+            status="ok",
+            items=[ScoredItem(item_id="i-3", score=0.9), ScoredItem(item_id="i-4", score=-1.5)],
+            model_version="3.14",
+            feature_freshness_ms=120.0,
+            model_freshness_ms=5000.0,
+            served_at=now,
+        ),
+        "ModelUpdate": ModelUpdate(
+            model_name="session_transformer",
+            version="3.14",
+            kind="delta",
+            base_version="3.13",
+            location="file:///models/3.14",
+            metrics={"ndcg@10": 0.21, "hr@10": 0.4},
+            window=TrainingWindow(start=now - 60, end=now, events=5000),
+            published_at=now,
+        ),
+        "KpiReport": KpiReport(
+            model_version="3.14",
+            window_start=now - 60,
+            window_end=now,
+            k=10,
+            responses=100,
+            hits=30,
+            clicks=25,
+            conversions=5,
+            hit_rate_at_k=0.3,
+            ctr=0.25,
+            conversion_rate=0.05,
+        ),
+        "DriftAlert": DriftAlert(
+            alert_id="a-1",
+            detector="adwin.hit_rate",
+            metric="hit_rate@10",
+            model_version="3.14",
+            baseline=0.3,
+            current=0.15,
+            severity="critical",
+            suggested_action="retrain",
+            detected_at=now,
+            message="hit rate fell by half",
+        ),
+    }
