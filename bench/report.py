@@ -20,6 +20,8 @@ def environment() -> dict[str, Any]:
 
     return {
         "host_cpus": os.cpu_count(),
+        # Other work on a shared machine skews timings; keep the context with the figures.
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
         "librdkafka": confluent_kafka.libversion()[0],
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

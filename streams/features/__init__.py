@@ -1,0 +1,1 @@
+"""Point-in-time features: definitions, windows, keys, the Lua batch writer and its oracle."""
