@@ -110,7 +110,9 @@ class ItemKNN:
         pairs = np.unique(np.stack([rows, cols]), axis=1)  # binary user x item matrix
         values = torch.ones(pairs.shape[1], dtype=torch.float32)
         shape = (len(train.items), train.n_items + 1)
-        self._x = torch.sparse_coo_tensor(torch.from_numpy(pairs), values, shape).coalesce()
+        self._x = torch.sparse_coo_tensor(
+            torch.from_numpy(pairs), values, shape, check_invariants=True
+        ).coalesce()
         degree = np.bincount(pairs[1], minlength=train.n_items + 1).astype(np.float32)
         self._inv_sqrt = np.where(degree > 0, 1.0 / np.sqrt(np.maximum(degree, 1.0)), 0.0)
         self._inv_sqrt = self._inv_sqrt.astype(np.float32)
@@ -128,11 +130,11 @@ class ItemKNN:
         out = np.empty((len(queries.targets), n_columns), dtype=np.float32)
         for start in range(0, len(queries.targets), self.batch_size):
             chunk = queries.histories[start : start + self.batch_size]
-            h = self._history_weights(chunk, n_columns) * self._inv_sqrt
-            h_t = torch.from_numpy(h)
+            weights = self._history_weights(chunk, n_columns)
+            h_t = torch.from_numpy(weights * self._inv_sqrt)
             users = torch.sparse.mm(self._x, h_t.T)  # [users, batch]
             sims = torch.sparse.mm(self._x.t(), users).T.numpy() * self._inv_sqrt
-            sims -= h * self._inv_sqrt * (self._inv_sqrt > 0) / np.maximum(self._inv_sqrt, 1e-12)
+            sims -= weights * (self._inv_sqrt > 0)  # cos(i, i) = 1: no self-similarity
             out[start : start + len(chunk)] = sims + self._tie
         return out
 

@@ -43,7 +43,7 @@ class Batch:
 
     items: torch.Tensor
     gaps: torch.Tensor
-    targets: torch.Tensor
+    targets: torch.Tensor  # [batch, length, future_window]; [..., 0] is the next item
 
 
 @dataclass
@@ -75,19 +75,24 @@ def _window(n: int, max_len: int, rng: np.random.Generator | None) -> tuple[int,
 
 def make_batch(
     items: list[IntArray], times: list[IntArray], max_len: int,
-    rng: np.random.Generator | None = None,
+    rng: np.random.Generator | None = None, future_window: int = 1,
 ) -> Batch:
-    """Next-item training batch: inputs ``s[:-1]`` and targets ``s[1:]`` per sequence."""
+    """Training batch: inputs ``s[:-1]``; targets ``s[t+1 .. t+future_window]`` per position.
+
+    Targets never reach past the sequence end (the caller passes training events only).
+    """
     windows = [_window(len(s), max_len, rng) for s in items]
     length = max(1, max(end - start for start, end in windows))
     x = np.zeros((len(items), length), dtype=np.int64)
     g = np.full((len(items), length), -1, dtype=np.int64)
-    y = np.zeros((len(items), length), dtype=np.int64)
+    y = np.zeros((len(items), length, future_window), dtype=np.int64)
     for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
         n = end - start
         x[row, :n] = seq[start:end]
         g[row, :n] = _gaps(ts)[start:end]
-        y[row, :n] = seq[start + 1 : end + 1]
+        for k in range(future_window):
+            ahead = seq[start + 1 + k : end + 1 + k]
+            y[row, : len(ahead), k] = ahead
     return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
 
 
@@ -129,20 +134,37 @@ class SessionTrainer:
             grow_optimizer_state(self.optimizer, self.model.item_bias)
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Cross-entropy of the next item at every real position."""
+        """Cross-entropy of the next item (and, weighted down, of the few after it)."""
         items = batch.items.to(self.device)
         with autocast_context(self.device):
             hidden = self.model(items, batch.gaps.to(self.device))
             targets = batch.targets.to(self.device)
-            mask = targets > 0
-            picked = hidden[mask]
-            if self.config.loss == "softmax":
-                logits = self.model.logits(picked).float()
-                logits[:, 0] = -torch.inf
-                return F.cross_entropy(
-                    logits, targets[mask], label_smoothing=self.config.label_smoothing
-                )
-            return self._sampled_loss(picked, targets[mask])
+            mask = targets[..., 0] > 0
+            picked, future = hidden[mask], targets[mask]
+            if self.config.loss == "sampled":
+                return self._sampled_loss(picked, future[:, 0])
+            logits = self.model.logits(picked).float()
+            logits[:, 0] = -torch.inf
+            next_loss = F.cross_entropy(
+                logits, future[:, 0], label_smoothing=self.config.label_smoothing
+            )
+            if future.shape[1] == 1:
+                return next_loss
+            return self._future_loss(logits, future, next_loss)
+
+    def _future_loss(
+        self, logits: torch.Tensor, future: torch.Tensor, next_loss: torch.Tensor
+    ) -> torch.Tensor:
+        # Ratings entered in one sitting have near-arbitrary order, so the items just after the
+        # next one are nearly as informative a target; weights decay geometrically.
+        log_probs = torch.log_softmax(logits[:, 1:], dim=1)
+        picked = torch.gather(log_probs, 1, (future[:, 1:] - 1).clamp(min=0))
+        valid = (future[:, 1:] > 0).float()
+        weights = self.config.future_decay ** torch.arange(
+            1, future.shape[1], device=logits.device, dtype=torch.float32
+        )
+        ahead = -(picked * valid * weights).sum() / valid.sum().clamp(min=1.0)
+        return (next_loss + ahead) / (1.0 + float(weights.sum()))
 
     def _sampled_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # Shared uniform negatives; uniform sampling needs no logQ term beyond a constant.
@@ -171,7 +193,10 @@ class SessionTrainer:
         usable = [(s, t) for s, t in zip(items, times, strict=True) if len(s) >= 2]
         if not usable:
             return math.nan
-        batch = make_batch([s for s, _ in usable], [t for _, t in usable], self.config.max_len)
+        batch = make_batch(
+            [s for s, _ in usable], [t for _, t in usable], self.config.max_len,
+            future_window=self.config.future_window,
+        )
         return self._step(batch)
 
     def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
@@ -189,11 +214,11 @@ class SessionTrainer:
             for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
                 batch = make_batch(
                     [train.items[u] for u in chunk], [train.times[u] for u in chunk],
-                    cfg.max_len, self._rng if cfg.random_crops else None,
+                    cfg.max_len, self._rng if cfg.random_crops else None, cfg.future_window,
                 )
                 self._step(batch)
                 schedule.step()
-                examples += int((batch.targets > 0).sum())
+                examples += int((batch.targets[..., 0] > 0).sum())
             elapsed = time.perf_counter() - start
             out_of_time = elapsed > cfg.time_budget_s
             if validation is None or (epoch % cfg.eval_every and not out_of_time):

@@ -26,6 +26,10 @@ class SessionTransformerConfig(BaseModel):
         "softmax", description="Full softmax over the catalog, or sampled softmax."
     )
     n_negatives: int = Field(1024, ge=1, description="Shared negatives per batch (sampled).")
+    future_window: int = Field(
+        1, ge=1, description="Items ahead used as targets per position (1 = next item only)."
+    )
+    future_decay: float = Field(0.5, gt=0.0, le=1.0, description="Weight decay per step ahead.")
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0, description="Cross-entropy smoothing.")
     lr: float = Field(1e-3, gt=0.0, description="Peak AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW decoupled weight decay.")

@@ -1,1 +1,4 @@
-"""The scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses (DESIGN.md §6)."""
+"""The scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses.
+
+See DESIGN.md §6 and serving/service.py for the wiring.
+"""

@@ -32,7 +32,9 @@ class DriftSettings(BaseModel):
             "stationary stream free of false alarms across seeds."
         ),
     )
-    adwin_clock: int = Field(32, ge=1, le=1024, description="ADWIN checks for a cut every N updates.")
+    adwin_clock: int = Field(
+        32, ge=1, le=1024, description="ADWIN checks for a cut every N updates."
+    )
     min_relative_drop: float = Field(
         0.10,
         ge=0.0,

@@ -68,7 +68,9 @@ class AlertPolicy:
         last = self._last_alert.get(detector)
         if last is not None and at - last < self._settings.cooldown_s:
             self.suppressed += 1
-            logger.info("alert suppressed detector=%s cooldown_s=%s", detector, self._settings.cooldown_s)
+            logger.info(
+                "alert suppressed detector=%s cooldown_s=%s", detector, self._settings.cooldown_s
+            )
             return True
         self._last_alert[detector] = at
         return False

@@ -1,4 +1,4 @@
-"""Feature distributions of interactions as histograms, and the training reference they are compared with.
+"""Feature distributions of interactions as histograms, and the training reference to compare.
 
 Only features with a bounded set of bins are profiled (event type, device, traffic source, price
 bucket), so a profile's memory is constant whatever the traffic. The trainer writes the reference

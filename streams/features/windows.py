@@ -4,7 +4,8 @@ A window of `span` buckets of `bucket_s` seconds, read at time t, is the sum of 
 floor(t / bucket_s) - span < b <= floor(t / bucket_s): the current bucket plus the span - 1
 before it. The writer keeps, per entity and bucket family, only buckets within `kept` of the
 newest bucket it has seen (`mx_<family>`), so the stored state does not depend on the order in
-which partitions were interleaved (see apply.lua).
+which partitions were interleaved (see apply.lua). Each family of an entity is its own hash,
+`<entity key>:<family>`, mapping the bucket number (as decimal text) to its event count.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from streams.features.definitions import HOUR_BUCKETS, MINUTE_BUCKETS
 
 @dataclass(frozen=True)
 class BucketFamily:
-    field_prefix: str
+    name: str
+    """Suffix of the family's hash key and of the entity's `mx_<name>` (newest bucket) field."""
     bucket_s: int
     kept: int
 
     def bucket(self, ts: float) -> int:
         return math.floor(ts / self.bucket_s)
-
-    def field(self, bucket: int) -> str:
-        return f"{self.field_prefix}{bucket}"
 
 
 MINUTES = BucketFamily("m", 60, MINUTE_BUCKETS)
@@ -39,15 +38,11 @@ class Window:
     family: BucketFamily
     span: int
 
-    def count(self, fields: Mapping[str, str], as_of: float) -> int:
-        """Events in this window at `as_of` from an entity's hash fields (missing = 0)."""
+    def count(self, buckets: Mapping[str, str], as_of: float) -> int:
+        """Events in this window at `as_of`, from the family's hash (bucket text -> count)."""
         newest = self.family.bucket(as_of)
-        total = 0
-        for bucket in range(newest - self.span + 1, newest + 1):
-            value = fields.get(self.family.field(bucket))
-            if value is not None:
-                total += int(value)
-        return total
+        oldest = newest - self.span
+        return sum(int(n) for b, n in buckets.items() if oldest < int(b) <= newest)
 
 
 WINDOW_1H = Window("1h", MINUTES, 60)

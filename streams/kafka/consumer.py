@@ -31,7 +31,7 @@ class BatchConsumer:
         auto_offset_reset: str = "earliest",
         on_assign: RebalanceCallback | None = None,
         on_revoke: RebalanceCallback | None = None,
-        **overrides: Any,
+        overrides: dict[str, Any] | None = None,
     ) -> None:
         config = {
             **connection.client_config(),
@@ -44,7 +44,7 @@ class BatchConsumer:
             "max.poll.interval.ms": 300_000,
             "session.timeout.ms": 10_000,
             "heartbeat.interval.ms": 1_000,
-            **overrides,
+            **(overrides or {}),
         }
         self._consumer = Consumer(config)
         callbacks: dict[str, Any] = {}

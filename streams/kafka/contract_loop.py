@@ -9,6 +9,10 @@ Ordering per batch is what makes it safe:
 A crash anywhere before 4 re-delivers the batch: outputs may repeat (consumers dedupe by id),
 nothing is lost. A handler error on one record dead-letters that record (stage "apply") and the
 loop keeps going: a worker never crashes on a bad event.
+
+A secondary reader of a topic (the trainer reads `interactions` after the feature workers have
+dead-lettered its bad records) passes `dead_letters=None`: invalid records are then counted as
+filtered instead of being dead-lettered a second time.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pydantic import BaseModel
 
 from schemas.wire import ContractError, decode
 from streams.kafka.consumer import BatchConsumer, source_position
-from streams.kafka.deadletter import DeadLetterWriter, SourcePosition
+from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
@@ -57,11 +61,12 @@ Handler = Callable[[list[Envelope[R]]], Sequence[RecordRejected]]
 
 @dataclass
 class LoopCounters:
-    """Conservation: consumed == handled + dead_lettered, at every batch boundary."""
+    """Conservation: consumed == handled + dead_lettered + filtered, at every batch boundary."""
 
     consumed: int = 0
     handled: int = 0
     dead_lettered: int = 0
+    filtered: int = 0
 
 
 class ContractLoop(Generic[R]):
@@ -71,7 +76,7 @@ class ContractLoop(Generic[R]):
         model: type[R],
         handler: Handler[R],
         producer: EventProducer,
-        dead_letters: DeadLetterWriter,
+        dead_letters: DeadLetterWriter | None,
         batch_size: int = 500,
         batch_timeout_s: float = 0.05,
     ) -> None:
@@ -100,15 +105,32 @@ class ContractLoop(Generic[R]):
             return 0
         valid = self._decode(batch)
         rejected = self.handler(valid) if valid else []
+        invalid = len(batch) - len(valid)
         for rejection in rejected:
             env = rejection.envelope
-            self.dead_letters.write(env.key, env.raw, rejection.error, env.position, stage="apply")
+            self._reject(env.key, env.raw, rejection.error, env.position, "apply")
         self.producer.flush()
         self.consumer.commit(batch)
         self.counters.consumed += len(batch)
         self.counters.handled += len(valid) - len(rejected)
-        self.counters.dead_lettered += len(batch) - len(valid) + len(rejected)
+        if self.dead_letters is None:
+            self.counters.filtered += invalid + len(rejected)
+        else:
+            self.counters.dead_lettered += invalid + len(rejected)
         return len(batch)
+
+    def _reject(
+        self,
+        key: bytes | None,
+        raw: bytes | None,
+        error: BaseException,
+        position: SourcePosition,
+        stage: Stage,
+    ) -> None:
+        if self.dead_letters is None:
+            logger.debug("filtered topic=%s offset=%d", position.topic, position.offset)
+            return
+        self.dead_letters.write(key, raw, error, position, stage)
 
     def _decode(self, batch: list[Message]) -> list[Envelope[R]]:
         valid = []
@@ -118,7 +140,7 @@ class ContractLoop(Generic[R]):
             try:
                 record = decode(self.model, raw)
             except ContractError as error:
-                self.dead_letters.write(message.key(), raw, error, position, "validate")
+                self._reject(message.key(), raw, error, position, "validate")
                 continue
             # decode() succeeded, so raw is not None.
             valid.append(Envelope(record, message.key(), position, raw or b""))

@@ -6,8 +6,13 @@ and a purchase as a conversion. When the event names its request (`context.reque
 response is credited; otherwise the most recent matching response is (last-touch attribution),
 so one interaction never counts for two responses.
 
+The join is symmetric because the two topics are consumed together but do not advance in
+lockstep (after a restart the interactions may run ahead of the responses): an interaction that
+matches nothing yet is kept while it is ahead of the watermark, for a response still to arrive.
+
 Memory is bounded: a response leaves the join when its window closes (`expire`), or early, oldest
-first, when more than `max_pending` are waiting.
+first, when more than `max_pending` are waiting; an unmatched interaction leaves once the
+watermark passes it, or early beyond `max_pending` as well.
 """
 
 from __future__ import annotations
@@ -65,6 +70,16 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
 
+@dataclass(eq=False)
+class _Unmatched:
+    user_id: str
+    item_id: str
+    timestamp: float
+    event_type: EventType
+    request_id: str | None
+    used: bool = False
+
+
 @dataclass
 class AttributionJoin:
     window_s: float
@@ -75,9 +90,15 @@ class AttributionJoin:
     _by_request: dict[str, _Pending] = field(default_factory=dict)
     _expiry: list[tuple[float, int, _Pending]] = field(default_factory=list)
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
+    _unmatched_by_user: dict[str, list[_Unmatched]] = field(default_factory=dict)
+    _unmatched: list[tuple[float, int, _Unmatched]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self._by_request)
+
+    @property
+    def unmatched_interactions(self) -> int:
+        return len(self._unmatched)
 
     @property
     def oldest_served_at(self) -> float | None:
@@ -104,19 +125,43 @@ class AttributionJoin:
         self._by_request[pending.request_id] = pending
         self._by_user.setdefault(pending.user_id, []).append(pending)
         heapq.heappush(self._expiry, (pending.expires_at, next(self._sequence), pending))
+        self._credit_earlier_interactions(pending)
         return True
 
-    def add_interaction(self, event: InteractionEvent) -> bool:
-        """Credit the response this interaction is attributed to; False when none matches."""
+    def _credit_earlier_interactions(self, pending: _Pending) -> None:
+        for seen in self._unmatched_by_user.get(pending.user_id, ()):
+            if (
+                not seen.used
+                and seen.item_id in pending.items
+                and pending.served_at <= seen.timestamp <= pending.expires_at
+                and seen.request_id in (None, pending.request_id)
+            ):
+                seen.used = True
+                self._credit(pending, seen.event_type)
+
+    def add_interaction(self, event: InteractionEvent, watermark: float) -> bool:
+        """Credit the response this interaction is attributed to; False when none matches yet
+        (it is then kept for a later response while it is ahead of `watermark`)."""
         if event.event_type not in _HIT_EVENTS:
             return False
         target = self._attributed(event)
-        if target is None:
-            return False
+        if target is not None:
+            self._credit(target, event.event_type)
+            return True
+        if event.timestamp >= watermark:
+            seen = _Unmatched(
+                event.user_id, event.item_id, event.timestamp, event.event_type,
+                event.context.request_id if event.context else None,
+            )
+            self._unmatched_by_user.setdefault(seen.user_id, []).append(seen)
+            heapq.heappush(self._unmatched, (seen.timestamp, next(self._sequence), seen))
+        return False
+
+    @staticmethod
+    def _credit(target: _Pending, event_type: EventType) -> None:
         target.hit = True
-        target.clicked |= event.event_type is EventType.CLICK
-        target.converted |= event.event_type is EventType.PURCHASE
-        return True
+        target.clicked |= event_type is EventType.CLICK
+        target.converted |= event_type is EventType.PURCHASE
 
     def _attributed(self, event: InteractionEvent) -> _Pending | None:
         def matches(p: _Pending) -> bool:
@@ -145,7 +190,19 @@ class AttributionJoin:
                 self.evicted_early += 1
             self._forget(pending)
             outcomes.append(pending.outcome())
+        self._expire_unmatched(watermark)
         return outcomes
+
+    def _expire_unmatched(self, watermark: float) -> None:
+        # Responses still to come are served after the watermark, so earlier clicks cannot match.
+        while self._unmatched and (
+            self._unmatched[0][0] < watermark or len(self._unmatched) > self.max_pending
+        ):
+            _, _, seen = heapq.heappop(self._unmatched)
+            waiting = self._unmatched_by_user[seen.user_id]
+            waiting.remove(seen)
+            if not waiting:
+                del self._unmatched_by_user[seen.user_id]
 
     def _forget(self, pending: _Pending) -> None:
         del self._by_request[pending.request_id]

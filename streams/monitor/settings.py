@@ -1,4 +1,4 @@
-"""`MonitorSettings`: how `streamrec monitor` runs (env prefix STREAMREC_, e.g. STREAMREC_WINDOW_S)."""
+"""`MonitorSettings`: how `streamrec monitor` runs (env prefix STREAMREC_, e.g. STREAMREC_K=20)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,90 @@
+"""Typer-compatible commands of the models package: ``streamrec eval`` and ``streamrec bench
+train``. Heavy imports (torch, faiss, pandas) happen inside the bodies so the CLI starts
+instantly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+log = logging.getLogger(__name__)
+
+
+def eval_command(
+    dataset: str | None = typer.Option(
+        None, "--dataset", help="Built-in dataset to evaluate on: ml-100k."
+    ),
+    interactions: Path | None = typer.Option(
+        None, "--interactions", help="CSV with header user_id,item_id,timestamp (seconds)."
+    ),
+    json_path: Path | None = typer.Option(None, "--json", help="Write the report JSON here."),
+    exclude_seen: bool = typer.Option(
+        True, "--exclude-seen/--include-seen", help="Drop already-seen items from rankings."
+    ),
+    epochs: int = typer.Option(200, help="Max session Transformer epochs (early stopping)."),
+    time_budget_s: float = typer.Option(540.0, help="Wall-clock cap of Transformer training."),
+    threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
+    seed: int = typer.Option(0, help="Seed of every random choice (deterministic eval)."),
+) -> None:
+    """Leave-one-out, full-ranking evaluation of every model and baseline."""
+    from models.evaluation import evaluate_dataset, load_frame
+    from models.session_config import SessionTransformerConfig
+
+    if (dataset is None) == (interactions is None):
+        raise typer.BadParameter("give exactly one of --dataset or --interactions")
+    name, frame = load_frame(dataset, interactions)
+    config = SessionTransformerConfig(
+        epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed
+    )
+    report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+    _print_eval(report)
+
+
+def _print_eval(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report['dataset']}: leave-one-out, full ranking "
+                        f"(exclude_seen={str(report['exclude_seen']).lower()})")
+    for column in ("model", "HR@10", "NDCG@10", "Recall@20", "MRR@20", "train_s"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for name, m in report["models"].items():
+        table.add_row(name, *(f"{m[k]:.4f}" for k in ("hr@10", "ndcg@10", "recall@20", "mrr@20")),
+                      f"{m['train_s']:.1f}")
+    console = Console()
+    console.print(table)
+    margin = report.get("session_transformer_margin")
+    if margin:
+        console.print(
+            f"session_transformer vs best baseline ({margin['best_baseline']}): "
+            f"NDCG@10 {margin['relative_ndcg@10']:+.1%}; wall {report['wall_s']:.0f}s"
+        )
+
+
+def bench_train(
+    json_path: Path = typer.Option(
+        Path("bench/results/train_ml100k.json"), "--json", help="Write the bench JSON here."
+    ),
+    epochs: int = typer.Option(200, help="Max epochs (early stopping on validation)."),
+    time_budget_s: float = typer.Option(540.0, help="Wall-clock cap of training."),
+    threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
+    seed: int = typer.Option(0, help="Seed."),
+) -> None:
+    """Training throughput (examples/s) and time to final accuracy on ML-100K."""
+    from bench.train import print_table, run
+
+    started = time.perf_counter()
+    result = run(epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result)

@@ -1,0 +1,219 @@
+"""Offline evaluation: leave-one-out, full ranking, every model beside every baseline.
+
+Protocol (stated in every report): per user, events sorted by time; the last event is the test
+target, the second-to-last the validation target (see :mod:`models.sequences`). Models and
+baselines are fitted on the training events only. Hyper-parameters (baseline grids, the
+Transformer's early stopping) are chosen on validation NDCG@10; test metrics are computed once,
+for the chosen setting. Each target is ranked against **all** items; with ``exclude_seen`` the
+items already in the user's history are removed from the ranking (the target itself is never
+in the history on ML-100K; on other data an already-seen target counts as a miss).
+
+Any object with ``name``, ``fit(train, validation)`` and ``score(queries)`` is a
+:class:`Recommender`; :func:`default_recommenders` lists the baselines and the Transformer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import torch
+
+from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
+from models.datasets import load_interactions_csv, load_ml100k
+from models.metrics import exclude, metrics_from_ranks, target_ranks
+from models.sequence_training import FitReport, SessionTrainer
+from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
+from models.session_config import SessionTransformerConfig
+
+log = logging.getLogger(__name__)
+FloatArray = npt.NDArray[np.float32]
+DAY_S = 86_400
+BASELINES = ("popularity", "recent_popularity", "item_knn", "markov")
+PROTOCOL = (
+    "leave-one-out by time: last event = test, second-to-last = validation, rest = train; "
+    "full ranking over all items; hyper-parameters chosen on validation NDCG@10"
+)
+
+
+class Recommender(Protocol):
+    """A model under evaluation: fitted on training sequences, scores all items per query."""
+
+    name: str
+
+    def fit(self, train: UserSequences, validation: Queries) -> None: ...
+
+    def score(self, queries: Queries) -> FloatArray: ...
+
+
+class _Baseline(Protocol):
+    name: str
+
+    def fit(self, train: UserSequences) -> None: ...
+
+    def score(self, queries: Queries) -> FloatArray: ...
+
+
+@dataclass
+class TunedBaseline:
+    """Fits one baseline per grid point and keeps the best on validation NDCG@10."""
+
+    name: str
+    candidates: Sequence[Callable[[], _Baseline]]
+    exclude_seen: bool = True
+    chosen: dict[str, Any] = field(default_factory=dict)
+    _best: _Baseline | None = None
+
+    def fit(self, train: UserSequences, validation: Queries) -> None:
+        best_ndcg = -1.0
+        for make in self.candidates:
+            model = make()
+            model.fit(train)
+            ndcg = evaluate_scores(model.score(validation), validation, self.exclude_seen)
+            params = {k: v for k, v in vars(model).items() if not k.startswith("_")}
+            log.info("baseline=%s params=%s val_ndcg10=%.4f", self.name, params, ndcg["ndcg@10"])
+            if ndcg["ndcg@10"] > best_ndcg:
+                best_ndcg, self._best = ndcg["ndcg@10"], model
+                self.chosen = {"params": params, "val_ndcg@10": best_ndcg}
+
+    def score(self, queries: Queries) -> FloatArray:
+        if self._best is None:
+            raise RuntimeError("score before fit")
+        return self._best.score(queries)
+
+
+class SessionTransformerRecommender:
+    """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol."""
+
+    name = "session_transformer"
+
+    def __init__(self, config: SessionTransformerConfig) -> None:
+        self.config = config
+        self.trainer: SessionTrainer | None = None
+        self.report: FitReport | None = None
+        self.chosen: dict[str, Any] = {}
+
+    def fit(self, train: UserSequences, validation: Queries) -> None:
+        self.trainer = SessionTrainer(train.n_items, self.config)
+        self.report = self.trainer.fit(train, validation)
+        self.chosen = {
+            "best_epoch": self.report.best_epoch,
+            "epochs_run": self.report.epochs,
+            "val_ndcg@10": self.report.best_val_ndcg10,
+            "examples_per_s": self.report.examples / max(self.report.train_s, 1e-9),
+        }
+
+    def score(self, queries: Queries) -> FloatArray:
+        if self.trainer is None:
+            raise RuntimeError("score before fit")
+        return self.trainer.score(queries)
+
+
+def default_recommenders(
+    config: SessionTransformerConfig, exclude_seen: bool = True
+) -> list[Recommender]:
+    """The four baselines (with their small validation grids) and the session Transformer."""
+    windows = (1, 3, 7, 14, 30, 90)
+    decays = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
+    return [
+        TunedBaseline("popularity", [Popularity], exclude_seen),
+        TunedBaseline(
+            "recent_popularity",
+            [lambda d=d: RecentPopularity(window_s=d * DAY_S) for d in windows],
+            exclude_seen,
+        ),
+        TunedBaseline("item_knn", [lambda r=r: ItemKNN(recency_decay=r) for r in decays],
+                      exclude_seen),
+        TunedBaseline("markov", [Markov], exclude_seen),
+        SessionTransformerRecommender(config),
+    ]
+
+
+def evaluate_scores(scores: FloatArray, queries: Queries, exclude_seen: bool) -> dict[str, float]:
+    """Metrics of a full score matrix against the queries' targets."""
+    if exclude_seen:
+        scores = exclude(scores, queries.histories)
+    else:
+        scores[:, 0] = -np.inf
+    return metrics_from_ranks(target_ranks(scores, queries.targets))
+
+
+def run_evaluation(
+    split: LeaveOneOutSplit, recommenders: Sequence[Recommender], exclude_seen: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Fits each recommender on the split and returns its test metrics and timings."""
+    results: dict[str, dict[str, Any]] = {}
+    for rec in recommenders:
+        start = time.perf_counter()
+        rec.fit(split.train, split.validation)
+        train_s = time.perf_counter() - start
+        metrics = evaluate_scores(rec.score(split.test), split.test, exclude_seen)
+        chosen = getattr(rec, "chosen", {})
+        results[rec.name] = {**metrics, "train_s": round(train_s, 2), "selected": chosen}
+        log.info("model=%s ndcg10=%.4f train_s=%.1f", rec.name, metrics["ndcg@10"], train_s)
+    return results
+
+
+def seen_target_share(queries: Queries) -> float:
+    """Share of test targets already in the user's history (always misses with exclusion)."""
+    seen = [int(t) in set(h.tolist()) for h, t in zip(queries.histories, queries.targets,
+                                                      strict=True)]
+    return float(np.mean(seen)) if seen else 0.0
+
+
+def load_frame(dataset: str | None, interactions: Path | None) -> tuple[str, pd.DataFrame]:
+    """The named built-in dataset or a ``user_id,item_id,timestamp`` CSV."""
+    if dataset is not None:
+        if dataset != "ml-100k":
+            raise ValueError(f"unknown dataset {dataset!r}; known: ml-100k")
+        return dataset, load_ml100k()
+    if interactions is None:
+        raise ValueError("need a dataset name or an interactions CSV")
+    return str(interactions), load_interactions_csv(interactions)
+
+
+def evaluate_dataset(
+    name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True
+) -> dict[str, Any]:
+    """Full evaluation report (the ``streamrec eval`` JSON)."""
+    started = time.perf_counter()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    split = leave_one_out(frame)
+    if len(split.test.targets) == 0:
+        raise ValueError("no user has the 3+ events leave-one-out needs")
+    results = run_evaluation(split, default_recommenders(config, exclude_seen), exclude_seen)
+    return {
+        "dataset": name,
+        "protocol": PROTOCOL,
+        "exclude_seen": exclude_seen,
+        "n_users_evaluated": len(split.test.targets),
+        "n_items": split.train.n_items,
+        "n_interactions": len(frame),
+        "seen_test_targets": seen_target_share(split.test),
+        "seed": config.seed,
+        "session_transformer_config": config.model_dump(),
+        "models": results,
+        "session_transformer_margin": margin_over_baselines(results),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def margin_over_baselines(
+    results: dict[str, dict[str, Any]], model: str = "session_transformer"
+) -> dict[str, Any] | None:
+    """Relative NDCG@10 gain of ``model`` over the strongest baseline."""
+    baselines = {k: v for k, v in results.items() if k in BASELINES}
+    if model not in results or not baselines:
+        return None
+    best = max(baselines, key=lambda k: float(baselines[k]["ndcg@10"]))
+    base = float(baselines[best]["ndcg@10"])
+    gain = float(results[model]["ndcg@10"]) / base - 1.0 if base > 0 else float("inf")
+    return {"best_baseline": best, "relative_ndcg@10": gain}

@@ -1,0 +1,172 @@
+"""Versioned model store: safetensors checkpoints plus a JSON manifest per version.
+
+Layout under ``root``::
+
+    <name>/<major>.<minor>/weights.safetensors
+    <name>/<major>.<minor>/manifest.json
+
+A **full** checkpoint holds every tensor. A **delta** holds, for the tensors named in
+``row_tensors``, only the changed rows (``<tensor>.rows`` int64 indices and ``<tensor>.values``)
+and every other tensor in full (dense weights are small); it names its ``parent`` version.
+Loading a delta loads the parent chain first, then scatters the rows (growing a tensor when a
+delta added rows). Full retrains bump the major version, incremental updates the minor one.
+
+API: ``ModelStore(root)``; ``save_full(name, tensors, manifest)``;
+``save_delta(name, parent, changed_rows, dense, manifest)``; ``load(name, version=None)`` ->
+``(tensors, manifest)``; ``versions(name)``; ``latest(name)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from safetensors.torch import load_file, save_file
+
+log = logging.getLogger(__name__)
+WEIGHTS = "weights.safetensors"
+MANIFEST = "manifest.json"
+ROWS, VALUES = ".rows", ".values"
+
+
+class Version(BaseModel):
+    """``major.minor``: major = full retrain lineage, minor = incremental update."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    major: int = Field(ge=0)
+    minor: int = Field(ge=0)
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        major, _, minor = text.partition(".")
+        return cls(major=int(major), minor=int(minor))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def key(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+
+class Manifest(BaseModel):
+    """Everything needed to trust and reuse a checkpoint besides its tensors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str = Field(pattern=r"^\d+\.\d+$")
+    kind: Literal["full", "delta"]
+    parent: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    training_window: dict[str, int] = Field(default_factory=dict, description="start/end s.")
+    id_maps: dict[str, dict[str, int]] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    row_tensors: list[str] = Field(default_factory=list)
+
+
+class ModelStore:
+    """Directory-backed store of versioned checkpoints (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def versions(self, name: str) -> list[Version]:
+        folder = self.root / name
+        if not folder.exists():
+            return []
+        found = [Version.parse(p.name) for p in folder.iterdir() if (p / MANIFEST).exists()]
+        return sorted(found, key=Version.key)
+
+    def latest(self, name: str) -> Version | None:
+        versions = self.versions(name)
+        return versions[-1] if versions else None
+
+    def next_version(self, name: str, *, major: bool) -> Version:
+        """The version a new full (``major=True``) or incremental checkpoint should get."""
+        last = self.latest(name)
+        if last is None:
+            return Version(major=1, minor=0)
+        if major:
+            return Version(major=last.major + 1, minor=0)
+        return Version(major=last.major, minor=last.minor + 1)
+
+    def save_full(self, name: str, tensors: dict[str, torch.Tensor], manifest: Manifest) -> Path:
+        return self._write(name, _contiguous(tensors), manifest.model_copy(update={"kind": "full"}))
+
+    def save_delta(
+        self,
+        name: str,
+        parent: str,
+        changed_rows: dict[str, tuple[torch.Tensor, torch.Tensor]],
+        dense: dict[str, torch.Tensor],
+        manifest: Manifest,
+    ) -> Path:
+        """Stores ``changed_rows[t] = (row indices, row values)`` and the ``dense`` tensors."""
+        if Version.parse(parent).key() >= Version.parse(manifest.version).key():
+            raise ValueError(f"delta {manifest.version} must come after its parent {parent}")
+        tensors = dict(_contiguous(dense))
+        for key, (rows, values) in changed_rows.items():
+            tensors[key + ROWS] = rows.to(torch.int64).contiguous()
+            tensors[key + VALUES] = values.contiguous()
+        update = {"kind": "delta", "parent": parent, "row_tensors": sorted(changed_rows)}
+        return self._write(name, tensors, manifest.model_copy(update=update))
+
+    def _write(self, name: str, tensors: dict[str, torch.Tensor], manifest: Manifest) -> Path:
+        final = self.root / name / manifest.version
+        if final.exists():
+            raise FileExistsError(f"{name} {manifest.version} already stored")
+        staging = final.with_name(f".{manifest.version}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        save_file(tensors, str(staging / WEIGHTS))
+        (staging / MANIFEST).write_text(manifest.model_dump_json(indent=2))
+        staging.rename(final)  # readers never see a half-written version
+        log.info("stored model=%s version=%s kind=%s", name, manifest.version, manifest.kind)
+        return final
+
+    def load(
+        self, name: str, version: str | None = None
+    ) -> tuple[dict[str, torch.Tensor], Manifest]:
+        """Tensors and manifest of ``version`` (default: latest), resolving delta chains."""
+        chosen = version or (str(v) if (v := self.latest(name)) else None)
+        if chosen is None:
+            raise FileNotFoundError(f"no versions of {name} under {self.root}")
+        folder = self.root / name / chosen
+        manifest = Manifest.model_validate(json.loads((folder / MANIFEST).read_text()))
+        stored = load_file(str(folder / WEIGHTS))
+        if manifest.kind == "full":
+            return stored, manifest
+        if manifest.parent is None:
+            raise ValueError(f"delta {name} {chosen} has no parent")
+        tensors, _ = self.load(name, manifest.parent)
+        for key in manifest.row_tensors:
+            tensors[key] = _scatter_rows(tensors.get(key), stored.pop(key + ROWS),
+                                         stored.pop(key + VALUES))
+        tensors.update(stored)
+        return tensors, manifest
+
+
+def _scatter_rows(
+    base: torch.Tensor | None, rows: torch.Tensor, values: torch.Tensor
+) -> torch.Tensor:
+    needed = int(rows.max()) + 1 if len(rows) else 0
+    if base is None:
+        base = values.new_zeros((needed, *values.shape[1:]))
+    if needed > base.shape[0]:
+        pad = base.new_zeros((needed - base.shape[0], *base.shape[1:]))
+        base = torch.cat([base, pad])
+    base = base.clone()
+    base[rows] = values
+    return base
+
+
+def _contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}

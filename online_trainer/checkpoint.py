@@ -1,0 +1,102 @@
+"""Offset-tied checkpoints: the trainer's whole state saved with the consumer offsets it covers.
+
+On start the trainer loads the newest checkpoint and seeks its partitions to the stored offsets
+(not to the group's committed ones), so the model and its position always agree: a crash loses
+only work done after the checkpoint, and that work is redone exactly once.
+Writes go to a staging folder renamed into place, so a crash mid-write leaves the previous
+checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from online_trainer.histories import UserHistories
+from online_trainer.ledger import OffsetLedger
+from online_trainer.vocabulary import IdVocabulary
+
+_WEIGHTS = "model.safetensors"
+_OPTIMIZER = "optimizer.pt"
+_STATE = "state.json"
+
+
+@dataclass
+class TrainerState:
+    """Everything besides the weights that must roll back together with them."""
+
+    offsets: dict[int, int] = field(default_factory=dict)
+    """partition -> next offset to train."""
+    ledger: OffsetLedger = field(default_factory=OffsetLedger)
+    serving_version: str | None = None
+    batches: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class CheckpointStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.current = root / "checkpoint"
+
+    def exists(self) -> bool:
+        return (self.current / _STATE).exists()
+
+    def save(
+        self,
+        tensors: dict[str, torch.Tensor],
+        optimizer: dict[str, Any],
+        items: IdVocabulary,
+        histories: UserHistories,
+        state: TrainerState,
+    ) -> None:
+        staging = self.root / "checkpoint.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(staging / _WEIGHTS))
+        torch.save(optimizer, staging / _OPTIMIZER)
+        (staging / _STATE).write_text(
+            json.dumps(
+                {
+                    "offsets": {str(p): o for p, o in state.offsets.items()},
+                    "ledger": state.ledger.to_state(),
+                    "serving_version": state.serving_version,
+                    "batches": state.batches,
+                    "metrics": state.metrics,
+                    "items": items.mapping(),
+                    "histories": histories.to_state(),
+                }
+            )
+        )
+        old = self.root / "checkpoint.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if self.current.exists():
+            self.current.rename(old)
+        staging.rename(self.current)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load(
+        self, max_len: int, max_users: int
+    ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
+        folder = self.current if self.exists() else self.root / "checkpoint.old"
+        raw = json.loads((folder / _STATE).read_text())
+        state = TrainerState(
+            offsets={int(p): int(o) for p, o in raw["offsets"].items()},
+            ledger=OffsetLedger.from_state(raw["ledger"]),
+            serving_version=raw["serving_version"],
+            batches=raw["batches"],
+            metrics=raw["metrics"],
+        )
+        optimizer = torch.load(folder / _OPTIMIZER, weights_only=True)
+        return (
+            load_file(str(folder / _WEIGHTS)),
+            optimizer,
+            IdVocabulary(raw["items"]),
+            UserHistories.from_state(raw["histories"], max_len, max_users),
+            state,
+        )

@@ -1,0 +1,144 @@
+"""The model the trainer keeps learning: a session Transformer plus its id space and histories.
+
+Per micro-batch (events in partition order):
+1. `score(batch)`: point-in-time queries (each event sees only the events before it, including
+   earlier events of the same batch) -> full-catalog rank of the true item (prequential);
+2. `learn(batch)`: admit new ids (grow the tables, keeping rows and optimiser moments), append
+   the events to the histories, take optimisation steps on the touched users' sequences.
+A repeat of the user's previous item (view -> click of the same item) is no next-item example:
+it extends neither the history nor the metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models.sequence_training import SessionTrainer
+from models.session_config import SessionTransformerConfig
+from online_trainer.histories import IntArray, UserHistories
+from online_trainer.prequential import MISS
+from online_trainer.vocabulary import IdVocabulary
+
+_GROW_CHUNK = 1024
+"""New item rows are allocated in chunks so a stream of new ids does not regrow every batch."""
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """What the trainer needs of an InteractionEvent."""
+
+    user: str
+    item: str
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class Query:
+    history: IntArray
+    times: IntArray
+    target: int
+    """Item row, 0 when the item was unknown when the event happened."""
+
+
+class OnlineModel:
+    def __init__(
+        self,
+        config: SessionTransformerConfig,
+        vocabulary: IdVocabulary | None = None,
+        histories: UserHistories | None = None,
+        max_users: int = 1_000_000,
+    ) -> None:
+        self.config = config
+        self.items = vocabulary or IdVocabulary()
+        self.histories = histories or UserHistories(config.max_len, max_users)
+        self.trainer = SessionTrainer(max(len(self.items), 1) + _GROW_CHUNK, config)
+
+    # -- prequential scoring ------------------------------------------------------------------
+
+    def queries(self, batch: Sequence[Interaction]) -> list[Query]:
+        """Point-in-time queries for the batch, without changing any state."""
+        pending: dict[str, list[tuple[int, int]]] = {}
+        out = []
+        for event in batch:
+            items, times = self.histories.get(event.user)
+            extra = pending.setdefault(event.user, [])
+            target = self.items.get(event.item)
+            last = extra[-1][0] if extra else self.histories.last_item(event.user)
+            if target and target == last:
+                continue
+            if extra:
+                items = np.concatenate([items, np.array([r for r, _ in extra], dtype=np.int64)])
+                times = np.concatenate([times, np.array([t for _, t in extra], dtype=np.int64)])
+            if len(items):
+                out.append(Query(items, times, target))
+            extra.append((target, event.timestamp))
+        return out
+
+    @torch.no_grad()
+    def ranks(self, queries: Sequence[Query]) -> list[float]:
+        """Full-catalog rank of each target among known items (already-seen items excluded)."""
+        known = [q for q in queries if q.target]
+        result = {id(q): MISS for q in queries}
+        if known:
+            vectors = self.trainer.encode_histories(
+                [q.history for q in known], [q.times for q in known]
+            )
+            logits = self.trainer.model.logits(vectors).float()
+            logits[:, 0] = -math.inf
+            logits[:, len(self.items) + 1 :] = -math.inf  # rows allocated but never admitted
+            for row, q in enumerate(known):
+                seen = torch.from_numpy(q.history[q.history != q.target])
+                logits[row, seen] = -math.inf
+            target_scores = logits[torch.arange(len(known)), [q.target for q in known]]
+            ranks = (logits > target_scores[:, None]).sum(dim=1) + 1
+            for q, rank in zip(known, ranks.tolist(), strict=True):
+                result[id(q)] = float(rank)
+        return [result[id(q)] for q in queries]
+
+    # -- learning -----------------------------------------------------------------------------
+
+    def learn(self, batch: Sequence[Interaction], steps: int = 1) -> float:
+        """Admit ids, extend histories, then train on every touched user's recent sequence."""
+        rows = self.items.admit_all(e.item for e in batch)
+        self.ensure_capacity()
+        touched: dict[str, None] = {}
+        for event, row in zip(batch, rows, strict=True):
+            if self.histories.last_item(event.user) == row:
+                continue
+            self.histories.append(event.user, row, event.timestamp)
+            touched[event.user] = None
+        sequences = [self.histories.get(user) for user in touched]
+        loss = math.nan
+        for _ in range(steps):
+            loss = self.trainer.partial_fit([s for s, _ in sequences], [t for _, t in sequences])
+        return loss
+
+    def ensure_capacity(self) -> None:
+        if len(self.items) + 1 > self.trainer.model.n_items:
+            self.trainer.grow_items(len(self.items) + _GROW_CHUNK)
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def frozen_copy(self) -> OnlineModel:
+        """An independent copy (weights, ids, histories) for the gate's serving baseline."""
+        twin = copy.copy(self)
+        twin.items = IdVocabulary(self.items.mapping())
+        twin.histories = copy.deepcopy(self.histories)
+        twin.trainer = copy.deepcopy(self.trainer)
+        return twin
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu() for k, v in self.trainer.model.state_dict().items()}
+
+    def load_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        rows = tensors["item_embedding.weight"].shape[0] - 1
+        if rows != self.trainer.model.n_items:
+            # A fresh trainer of the stored size: the optimiser state loaded next must match it.
+            self.trainer = SessionTrainer(rows, self.config)
+        self.trainer.model.load_state_dict(tensors)

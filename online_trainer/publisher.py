@@ -1,0 +1,131 @@
+"""Publication: a versioned checkpoint in the model store plus a `model.updates` record.
+
+A delta carries only the rows that differ from the serving version (plus the small dense
+weights); when most rows changed — as a full softmax makes them — a full checkpoint is cheaper
+to load and is published instead. Rollback is one step: publish a `ModelUpdate` that points the
+scorer back at an earlier version (`rollback`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import torch
+
+from models.store import Manifest, ModelStore
+from schemas import ModelUpdate, TrainingWindow
+from schemas.topics import MODEL_UPDATES
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+
+ROW_TENSORS = ("item_embedding.weight", "item_bias")
+
+
+@dataclass(frozen=True)
+class Publication:
+    version: str
+    kind: str
+    location: str
+    changed_rows: int
+    published_at: float
+
+
+class Publisher:
+    def __init__(
+        self,
+        store: ModelStore,
+        producer: EventProducer,
+        kafka: KafkaConnection,
+        model_name: str,
+        full_share: float,
+    ) -> None:
+        self.store = store
+        self.producer = producer
+        self.topic = kafka.topic(MODEL_UPDATES)
+        self.model_name = model_name
+        self.full_share = full_share
+
+    def publish(
+        self,
+        version: str,
+        tensors: dict[str, torch.Tensor],
+        parent: tuple[str, dict[str, torch.Tensor]] | None,
+        manifest: Manifest,
+        window: TrainingWindow | None,
+    ) -> Publication:
+        changed = _changed_rows(tensors, parent[1]) if parent else None
+        total_rows = tensors[ROW_TENSORS[0]].shape[0]
+        n_changed = len(changed) if changed is not None else total_rows
+        if parent is None or changed is None or n_changed > self.full_share * total_rows:
+            path = self.store.save_full(self.model_name, tensors, manifest)
+            kind = "full"
+        else:
+            rows = {name: (changed, tensors[name][changed]) for name in ROW_TENSORS}
+            dense = {k: v for k, v in tensors.items() if k not in ROW_TENSORS}
+            path = self.store.save_delta(self.model_name, parent[0], rows, dense, manifest)
+            kind = "delta"
+        published_at = time.time()
+        self.producer.send(
+            self.topic,
+            self.model_name,
+            ModelUpdate(
+                model_name=self.model_name,
+                version=version,
+                kind="delta" if kind == "delta" else "full",
+                base_version=parent[0] if kind == "delta" and parent else None,
+                stage="serving",
+                location=str(path.resolve()),
+                metrics={k: float(v) for k, v in manifest.metrics.items()},
+                window=window,
+                published_at=published_at,
+            ),
+        )
+        self.producer.flush()
+        logger.info(
+            "published model=%s version=%s kind=%s rows=%d",
+            self.model_name,
+            version,
+            kind,
+            n_changed,
+        )
+        return Publication(version, kind, str(path), n_changed, published_at)
+
+    def rollback(self, to_version: str, note: str) -> None:
+        """Point every scorer back at an earlier stored version, in one record."""
+        _, manifest = self.store.load(self.model_name, to_version)
+        self.producer.send(
+            self.topic,
+            self.model_name,
+            ModelUpdate(
+                model_name=self.model_name,
+                version=to_version,
+                kind="full",
+                stage="serving",
+                location=str((self.store.root / self.model_name / to_version).resolve()),
+                metrics=dict(manifest.metrics),
+                published_at=time.time(),
+                note=f"rollback: {note}"[:2048],
+            ),
+        )
+        self.producer.flush()
+        logger.warning("rolled back model=%s to version=%s", self.model_name, to_version)
+
+
+def _changed_rows(
+    tensors: dict[str, torch.Tensor], parent: dict[str, torch.Tensor]
+) -> torch.Tensor | None:
+    """Row indices where any row tensor differs from the parent (rows added count as changed)."""
+    changed = None
+    for name in ROW_TENSORS:
+        new, old = tensors[name], parent.get(name)
+        if old is None or old.shape[1:] != new.shape[1:]:
+            return None
+        common = min(len(old), len(new))
+        diff = (new[:common] != old[:common]).reshape(common, -1).any(dim=1)
+        mask = torch.cat([diff, torch.ones(len(new) - common, dtype=torch.bool)])
+        changed = mask if changed is None else changed | mask
+    return None if changed is None else changed.nonzero().flatten()

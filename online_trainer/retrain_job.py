@@ -1,0 +1,115 @@
+"""A one-shot full retrain (`streamrec retrain`): replay, train (1 or N processes), publish."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from safetensors.torch import load_file
+
+from models.store import ModelStore
+from online_trainer.distributed import write_dataset
+from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.publisher import Publisher
+from online_trainer.replay import replay_window
+from online_trainer.retrain import RetrainResult, full_retrain
+from online_trainer.settings import TrainSettings
+from online_trainer.trainer import OnlineTrainer
+from online_trainer.vocabulary import IdVocabulary
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+
+
+def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
+    settings = settings or TrainSettings()
+    producer = EventProducer(settings.kafka)
+    publisher = Publisher(
+        ModelStore(settings.store_dir),
+        producer,
+        settings.kafka,
+        settings.model_name,
+        settings.full_publish_share,
+    )
+    trainer = OnlineTrainer(settings, settings.model, publisher)
+    replay = replay_window(
+        settings.kafka, 0.0 if settings.retrain_window_s <= 0 else _since(settings)
+    )
+    interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
+    config = settings.model.model_copy(update={"time_budget_s": settings.retrain_budget_s})
+    if nproc == 1:
+        result = full_retrain(
+            interactions, trainer.model, config, settings.retrain_mode, settings.max_users
+        )
+    else:
+        result = _distributed(interactions, trainer.model, nproc, config.model_dump_json())
+    publication = trainer.adopt_retrained(result, replay.end_offsets)
+    producer.flush()
+    assert publication is not None
+    return publication.version
+
+
+def _since(settings: TrainSettings) -> float:
+    return time.time() - settings.retrain_window_s
+
+
+def _distributed(
+    interactions: list[Interaction], current: OnlineModel, nproc: int, config_json: str
+) -> RetrainResult:
+    from models.session_config import SessionTransformerConfig
+
+    workdir = temp_dir()
+    data = workdir / "interactions.json"
+    write_dataset(data, interactions, current.items.mapping())
+    result = launch_distributed(data, config_json, workdir / "out", nproc)
+    config = SessionTransformerConfig.model_validate_json(config_json)
+    items = result["items"]
+    assert isinstance(items, dict)
+    model = OnlineModel(config, IdVocabulary(items))
+    model.load_tensors(load_file(str(workdir / "out" / "model.safetensors")))
+    for event in sorted(interactions, key=lambda e: e.timestamp):
+        row = model.items.get(event.item)
+        if row and model.histories.last_item(event.user) != row:
+            model.histories.append(event.user, row, event.timestamp)
+    validation = result["validation"]
+    assert isinstance(validation, dict)
+    from models.sequence_training import FitReport
+
+    epochs = result["epochs"]
+    assert isinstance(epochs, int)
+    report = FitReport(epochs, epochs, float(validation.get("ndcg@10", 0.0)), 0.0, 0, [])
+    logger.info("distributed retrain nproc=%d validation=%s", nproc, json.dumps(validation))
+    return RetrainResult(model, report, {k: float(v) for k, v in validation.items()})
+
+
+def launch_distributed(data: Path, config_json: str, out: Path, nproc: int) -> dict[str, object]:
+    """Runs online_trainer.distributed under torchrun and returns rank 0's result.json."""
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "online_trainer.distributed",
+        "--data",
+        str(data),
+        "--config",
+        config_json,
+        "--out",
+        str(out),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    subprocess.run(command, check=True, env=env)
+    result: dict[str, object] = json.loads((out / "result.json").read_text())
+    return result
+
+
+def temp_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"streamrec-retrain-{int(time.time())}-"))

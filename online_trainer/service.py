@@ -1,0 +1,154 @@
+"""`streamrec train`: the online trainer on Kafka, with drift-triggered full retrains.
+
+Liveness: librdkafka heartbeats from its own thread, and a full retrain runs in a background
+thread while the main loop keeps polling with the partitions paused, so a long retrain never
+exceeds max.poll.interval.ms nor triggers a rebalance.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from models.store import ModelStore
+from online_trainer.online_model import Interaction
+from online_trainer.publisher import Publisher
+from online_trainer.replay import replay_window
+from online_trainer.retrain import Mode, RetrainResult, full_retrain
+from online_trainer.settings import TrainSettings
+from online_trainer.trainer import OnlineTrainer
+from schemas import ContractError, DriftAlert, InteractionEvent, decode
+from schemas.topics import ALERTS_DRIFT, INTERACTIONS
+from streams.kafka.consumer import BatchConsumer
+from streams.kafka.contract_loop import ContractLoop
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+
+
+class TrainerService:
+    def __init__(self, settings: TrainSettings) -> None:
+        self.settings = settings
+        config = settings.model
+        self.producer = EventProducer(settings.kafka)
+        publisher = Publisher(
+            ModelStore(settings.store_dir),
+            self.producer,
+            settings.kafka,
+            settings.model_name,
+            settings.full_publish_share,
+        )
+        self.trainer = OnlineTrainer(settings, config, publisher)
+        self.topic = settings.kafka.topic(INTERACTIONS)
+        self.consumer = BatchConsumer(
+            settings.kafka,
+            settings.group_id,
+            [self.topic],
+            on_assign=self._on_assign,
+            # Eager assignment: the whole assignment is (re)seeked from the checkpoint at once.
+            overrides={"partition.assignment.strategy": "range"},
+        )
+        self.loop: ContractLoop[InteractionEvent] = ContractLoop(
+            self.consumer,
+            InteractionEvent,
+            self.trainer.handle,
+            self.producer,
+            None,
+            batch_size=settings.batch_size,
+            batch_timeout_s=settings.batch_timeout_s,
+        )
+        self.alerts = BatchConsumer(
+            settings.kafka,
+            settings.alerts_group_id,
+            [settings.kafka.topic(ALERTS_DRIFT)],
+            auto_offset_reset="latest",
+        )
+        self._retrain: threading.Thread | None = None
+        self._retrain_result: RetrainResult | None = None
+        self._retrain_ends: dict[int, int] = {}
+        self.retrains = 0
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The checkpoint, not the group's committed offsets, says where the model stands.
+        for tp in partitions:
+            if tp.partition in self.trainer.state.offsets:
+                tp.offset = self.trainer.state.offsets[tp.partition]
+        logger.info("assigned partitions=%s", [(tp.partition, tp.offset) for tp in partitions])
+        consumer.assign(partitions)
+
+    def run(self, stop: threading.Event, idle_exit_s: float | None = None) -> None:
+        idle_since = time.monotonic()
+        while not stop.is_set():
+            consumed = self.loop.run_once()
+            self._poll_alerts()
+            self._finish_retrain()
+            if consumed or self._retrain is not None:
+                idle_since = time.monotonic()
+            elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                break
+        self.close()
+
+    def close(self) -> None:
+        if self.trainer.state.batches:
+            self.trainer.checkpoint()
+        self.producer.flush()
+        self.consumer.close()
+        self.alerts.close()
+
+    # -- drift-triggered retrain ---------------------------------------------------------------
+
+    def _poll_alerts(self) -> None:
+        for message in self.alerts.poll_batch(100, 0.0):
+            try:
+                alert = decode(DriftAlert, message.value())
+            except ContractError:
+                logger.warning("ignored invalid alert offset=%s", message.offset())
+                continue
+            if alert.suggested_action == "retrain":
+                logger.warning(
+                    "drift alert detector=%s metric=%s -> retrain", alert.detector, alert.metric
+                )
+                self.start_retrain()
+            self.alerts.commit([message])
+
+    def start_retrain(self, mode: Mode | None = None) -> bool:
+        if self._retrain is not None:
+            return False
+        assignment = self.consumer.raw.assignment()
+        self.consumer.raw.pause(assignment)
+        self._retrain = threading.Thread(
+            target=self._run_retrain, args=(mode,), name="retrain", daemon=True
+        )
+        self._retrain.start()
+        return True
+
+    def _run_retrain(self, mode: Mode) -> None:
+        replay = replay_window(self.settings.kafka, time.time() - self.settings.retrain_window_s)
+        interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
+        config = self.trainer.config.model_copy(
+            update={"time_budget_s": self.settings.retrain_budget_s}
+        )
+        self._retrain_result = full_retrain(
+            interactions, self.trainer.model, config, mode, self.settings.max_users
+        )
+        self._retrain_ends = replay.end_offsets
+
+    def _finish_retrain(self) -> None:
+        if self._retrain is None or self._retrain.is_alive():
+            return
+        self._retrain = None
+        result, ends = self._retrain_result, self._retrain_ends
+        self._retrain_result = None
+        assignment = self.consumer.raw.assignment()
+        if result is not None:
+            self.trainer.adopt_retrained(result, ends)
+            for tp in assignment:
+                if tp.partition in ends:
+                    self.consumer.raw.seek(
+                        TopicPartition(tp.topic, tp.partition, ends[tp.partition])
+                    )
+            self.retrains += 1
+        self.consumer.raw.resume(assignment)

@@ -1,0 +1,61 @@
+"""Settings of the online trainer (`streamrec train`, `streamrec retrain`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from models.session_config import SessionTransformerConfig
+from streams.service_settings import ServiceSettings
+
+
+class TrainSettings(ServiceSettings):
+    group_id: str = Field("streamrec-trainer", description="Consumer group on `interactions`.")
+    model: SessionTransformerConfig = Field(
+        default_factory=SessionTransformerConfig,
+        description="Architecture and optimiser (STREAMREC_MODEL__DIM=..., etc.).",
+    )
+    model_name: str = Field("session_transformer", pattern=r"^[a-z0-9_]{1,64}$")
+    state_dir: Path = Field(
+        Path(".streamrec/trainer"), description="Offset-tied checkpoints of the trainer itself."
+    )
+    store_dir: Path = Field(
+        Path(".streamrec/models"), description="Model store shared with the scorer."
+    )
+    batch_size: int = Field(512, ge=1, le=100_000, description="Most events per micro-batch.")
+    batch_timeout_s: float = Field(
+        0.5, gt=0, le=60, description="Longest wait to fill a micro-batch."
+    )
+    steps_per_batch: int = Field(1, ge=1, le=50, description="Optimiser steps per micro-batch.")
+    publish_every_s: float = Field(
+        5.0, gt=0, description="Cadence at which a candidate is gated and maybe published."
+    )
+    checkpoint_every_batches: int = Field(
+        20, ge=1, description="Offset-tied checkpoint cadence (a publication also checkpoints)."
+    )
+    gate_metric: str = Field("ndcg@10", description="Metric the validation gate compares.")
+    gate_margin: float = Field(
+        0.002, ge=0, le=1, description="A candidate may be this much worse and still publish."
+    )
+    gate_window_events: int = Field(
+        2_000, ge=10, description="Held-out window: the most recent events, scored before training."
+    )
+    gate_min_events: int = Field(200, ge=1, description="No decision on fewer held-out events.")
+    full_publish_share: float = Field(
+        0.5, gt=0, le=1, description="Publish a full checkpoint when more rows than this changed."
+    )
+    max_users: int = Field(
+        1_000_000, ge=1, description="Users whose recent history is kept (least recent evicted)."
+    )
+    seed: int = 0
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's default.")
+    retrain_window_s: float = Field(
+        90 * 24 * 3600.0, gt=0, description="History a full retrain replays from Kafka."
+    )
+    retrain_budget_s: float = Field(300.0, gt=0, description="Wall-clock cap of a full retrain.")
+    retrain_mode: Literal["scratch", "warm"] = Field(
+        "scratch", description="Full retrain from a fresh initialisation or from current weights."
+    )
+    alerts_group_id: str = Field("streamrec-trainer-alerts", description="Group on alerts.drift.")

@@ -1,0 +1,236 @@
+"""One micro-batch at a time: score (prequential), gate, learn, record offsets, checkpoint, publish.
+
+Kafka-free on purpose: `service.py` feeds it envelopes from a consumer, tests and benchmarks feed
+it directly. Everything it changes is rolled back together by the offset-tied checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from models.session_config import SessionTransformerConfig
+from models.store import Manifest, ModelStore
+from online_trainer.checkpoint import CheckpointStore, TrainerState
+from online_trainer.gate import GateDecision, ValidationGate
+from online_trainer.ledger import OffsetLedger
+from online_trainer.metrics import TrainerMetrics
+from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.prequential import RunningMetrics
+from online_trainer.publisher import Publication, Publisher
+from online_trainer.retrain import RetrainResult
+from online_trainer.settings import TrainSettings
+from schemas import InteractionEvent, TrainingWindow
+from streams.kafka.contract_loop import Envelope, RecordRejected
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    """Events learned since the last publication: their ingest times give model freshness."""
+
+    ingest_times: list[float] = field(default_factory=list)
+    first_ts: float | None = None
+    last_ts: float | None = None
+    events: int = 0
+
+
+class OnlineTrainer:
+    def __init__(
+        self,
+        settings: TrainSettings,
+        config: SessionTransformerConfig,
+        publisher: Publisher | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.publisher = publisher
+        self.clock = clock
+        self.checkpoints = CheckpointStore(settings.state_dir)
+        self.store = ModelStore(settings.store_dir)
+        self.metrics = TrainerMetrics()
+        self.running = RunningMetrics(window=settings.gate_window_events)
+        self.gate = ValidationGate(
+            settings.gate_metric,
+            settings.gate_margin,
+            settings.gate_window_events,
+            settings.gate_min_events,
+        )
+        self.model = OnlineModel(config, max_users=settings.max_users)
+        self.state = TrainerState()
+        self.serving: OnlineModel | None = None
+        self._pending = _Pending()
+        self._last_publish = clock()
+        self.freshness_s: list[float] = []
+        self.publications: list[Publication] = []
+        if self.checkpoints.exists():
+            self._restore()
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        tensors, optimizer, items, histories, state = self.checkpoints.load(
+            self.config.max_len, self.settings.max_users
+        )
+        self.model = OnlineModel(self.config, items, histories, self.settings.max_users)
+        self.model.load_tensors(tensors)
+        self.model.trainer.optimizer.load_state_dict(optimizer)
+        self.state = state
+        if state.serving_version:
+            self.serving = self._load_version(state.serving_version)
+        logger.info(
+            "restored checkpoint batches=%d offsets=%s serving=%s",
+            state.batches,
+            state.offsets,
+            state.serving_version,
+        )
+
+    def _load_version(self, version: str) -> OnlineModel:
+        tensors, _manifest = self.store.load(self.settings.model_name, version)
+        twin = self.model.frozen_copy()
+        twin.load_tensors(tensors)
+        return twin
+
+    def checkpoint(self) -> None:
+        self.checkpoints.save(
+            self.model.tensors(),
+            self.model.trainer.optimizer.state_dict(),
+            self.model.items,
+            self.model.histories,
+            self.state,
+        )
+
+    # -- the batch --------------------------------------------------------------------------
+
+    def handle(self, batch: list[Envelope[InteractionEvent]]) -> Sequence[RecordRejected]:
+        """ContractLoop handler. Records below the checkpoint's offsets (re-delivered after a
+        rebalance) are skipped: the model already contains them."""
+        fresh = [
+            e for e in batch if e.position.offset >= self.state.offsets.get(e.position.partition, 0)
+        ]
+        if fresh:
+            self.train_batch(fresh)
+        return []
+
+    def train_batch(self, batch: list[Envelope[InteractionEvent]]) -> None:
+        started = time.perf_counter()
+        interactions = [
+            Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp)) for e in batch
+        ]
+        queries = self.model.queries(interactions)
+        ranks = self.model.ranks(queries)
+        self.running.add(ranks)
+        if self.serving is not None:
+            self.gate.observe(ranks, self.serving.ranks(self.serving.queries(interactions)))
+        else:
+            self.gate.observe(ranks, ranks)
+        loss = self.model.learn(interactions, self.settings.steps_per_batch)
+        if self.serving is not None:
+            # The serving baseline must see the same history the candidate saw, or its queries
+            # would lack the newest events; it learns nothing (no optimiser step).
+            self.serving.learn(interactions, steps=0)
+        self._account(batch)
+        self.metrics.observe_batch(len(batch), time.perf_counter() - started, loss, self.running)
+        if self.state.batches % self.settings.checkpoint_every_batches == 0:
+            self.checkpoint()
+        if self.clock() - self._last_publish >= self.settings.publish_every_s:
+            self.maybe_publish()
+
+    def _account(self, batch: list[Envelope[InteractionEvent]]) -> None:
+        by_partition: dict[int, list[int]] = {}
+        for env in batch:
+            by_partition.setdefault(env.position.partition, []).append(env.position.offset)
+            ts = env.position.timestamp_ms
+            self._pending.ingest_times.append(ts / 1000 if ts is not None else time.time())
+            t = env.record.timestamp
+            self._pending.first_ts = min(self._pending.first_ts or t, t)
+            self._pending.last_ts = max(self._pending.last_ts or t, t)
+        self._pending.events += len(batch)
+        for partition, offsets in by_partition.items():
+            self.state.ledger.record(partition, min(offsets), max(offsets))
+            self.state.offsets[partition] = max(offsets) + 1
+        self.state.batches += 1
+
+    # -- publication --------------------------------------------------------------------------
+
+    def maybe_publish(self) -> GateDecision:
+        self._last_publish = self.clock()
+        decision = self.gate.decide(has_serving=self.serving is not None)
+        self.metrics.observe_gate(decision)
+        if not decision.publish or self.publisher is None or self._pending.events == 0:
+            if not decision.publish:
+                logger.info("gate held candidate reason=%s", decision.reason)
+            return decision
+        self.publish(decision, major=self.state.serving_version is None)
+        return decision
+
+    def publish(self, decision: GateDecision | None, major: bool) -> Publication:
+        assert self.publisher is not None
+        # Versions come from the store, not from counters in the checkpoint: after a crash between
+        # a publication and the next checkpoint, the number is still never reused.
+        version = str(self.store.next_version(self.settings.model_name, major=major))
+        tensors = self.model.tensors()
+        parent = None
+        if self.serving is not None and self.state.serving_version and not major:
+            parent = (self.state.serving_version, self.serving.tensors())
+        metrics = self.running.recent()
+        if decision is not None:
+            metrics = {
+                **metrics,
+                "gate_candidate": decision.candidate,
+                "gate_serving": decision.serving,
+            }
+        manifest = Manifest(
+            name=self.settings.model_name,
+            version=version,
+            kind="full",
+            metrics={k: float(v) for k, v in metrics.items()},
+            training_window={
+                "start": int(self._pending.first_ts or 0),
+                "end": int(self._pending.last_ts or 0),
+            },
+            id_maps={"item": self.model.items.mapping()},
+            config=self.config.model_dump(),
+        )
+        window = None
+        if self._pending.first_ts and self._pending.last_ts:
+            window = TrainingWindow(
+                start=self._pending.first_ts, end=self._pending.last_ts, events=self._pending.events
+            )
+        publication = self.publisher.publish(version, tensors, parent, manifest, window)
+        self.freshness_s.extend(publication.published_at - t for t in self._pending.ingest_times)
+        self.metrics.observe_publication(publication, self._pending.ingest_times)
+        self._pending = _Pending()
+        self.publications.append(publication)
+        self.state.serving_version = version
+        self.serving = self.model.frozen_copy()
+        self.gate.reset_serving()
+        # A publication is a natural checkpoint: after a crash the trainer knows what serves.
+        self.checkpoint()
+        return publication
+
+    # -- full retrain ---------------------------------------------------------------------------
+
+    def adopt_retrained(
+        self, result: RetrainResult, end_offsets: dict[int, int]
+    ) -> Publication | None:
+        """Swap in a retrained model covering history up to `end_offsets` and publish it as a new
+        major version. The ledger restarts at the replay's end: the retrain is its own lineage."""
+        self.model = result.model
+        self.state.offsets = dict(end_offsets)
+        self.state.ledger = OffsetLedger()
+        for partition, end in end_offsets.items():
+            if end > 0:
+                self.state.ledger.record(partition, 0, end - 1)
+        self._pending = _Pending(events=1)
+        self.running = RunningMetrics(window=self.settings.gate_window_events)
+        if self.publisher is None:
+            self.serving = self.model.frozen_copy()
+            self.checkpoint()
+            return None
+        decision = GateDecision(True, result.validation.get("ndcg@10", 0.0), 0.0, 0, "full retrain")
+        return self.publish(decision, major=True)

@@ -1,0 +1,249 @@
+"""What the scorer reads from Redis: one pipelined round trip per micro-batch.
+
+Per request: the user's and the session's recent events and counters. Per batch, when their
+cached copies are older than the refresh interval: the unavailable items, the operator's rules
+and the recent-popularity list (cold start). Item categories, needed only by category filters and
+rules, come from a process cache filled in one extra round trip for items it has not seen.
+
+Keys follow streams/features/keys.py (written by the feature worker); the serving configuration
+lives under `<prefix>cfg:{serving}:...` and is written by operators, never by the scorer (its
+ACL user is read-only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import redis
+
+from schemas.recommendations import RecommendationRequest
+from serving.ordering import BusinessRules
+from streams.features.keys import FeatureKeys
+
+logger = logging.getLogger(__name__)
+
+USER_FIELDS = ("last_ts", "n_view", "n_click", "n_cart", "n_purchase")
+SESSION_FIELDS = ("last_ts", "n")
+PREVIOUS_HOUR_WEIGHT = 0.5
+"""Recent popularity = this hour's counts + half of the previous hour's (a smooth hand-over)."""
+
+
+@dataclass(frozen=True)
+class Interaction:
+    item_id: str
+    ts: float
+    kind: str
+
+
+@dataclass(frozen=True)
+class UserContext:
+    user_id: str
+    session_id: str | None
+    user_events: tuple[Interaction, ...] = ()
+    """Oldest first; the user sequence spans sessions, so it contains the current session."""
+    session_events: tuple[Interaction, ...] = ()
+    counters: dict[str, float] = field(default_factory=dict)
+    last_event_ts: float | None = None
+
+    @property
+    def history(self) -> tuple[Interaction, ...]:
+        """What the session model encodes: the user sequence, else the session's own."""
+        return self.user_events or self.session_events
+
+    def seen(self) -> set[str]:
+        return {e.item_id for e in self.user_events} | {e.item_id for e in self.session_events}
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    unavailable: frozenset[str]
+    rules: BusinessRules | None
+    """None when Redis holds no rules document (the static configuration applies)."""
+
+
+@dataclass(frozen=True)
+class BatchFeatures:
+    contexts: list[UserContext]
+    config: ServingConfig
+    popular: list[tuple[str, float]]
+    """Most popular items recently, best first (cold-start answers)."""
+
+
+class FeatureReader(Protocol):
+    def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures: ...
+
+    def categories(self, item_ids: Sequence[str]) -> dict[str, str]: ...
+
+
+def _text(raw: Any) -> str | None:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _number(raw: Any) -> float | None:
+    text = _text(raw)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_sequence(entries: Sequence[bytes]) -> tuple[Interaction, ...]:
+    """Redis list entries `item ts type`, newest first (LPUSH) -> oldest first."""
+    events = []
+    for entry in reversed(entries):
+        parts = entry.decode().split(" ")
+        ts = float(parts[1]) if len(parts) > 1 else 0.0
+        events.append(Interaction(parts[0], ts, parts[2] if len(parts) > 2 else "view"))
+    return tuple(events)
+
+
+def parse_rules(raw: bytes | None) -> BusinessRules | None:
+    if raw is None:
+        return None
+    try:
+        return BusinessRules.model_validate(json.loads(raw))
+    except ValueError as error:
+        # A bad document must not stop serving: keep the static rules and say so.
+        logger.error("ignoring invalid rules document error=%s", type(error).__name__)
+        return None
+
+
+class ServingKeys:
+    def __init__(self, prefix: str) -> None:
+        self.unavailable = f"{prefix}cfg:{{serving}}:unavailable"
+        self.rules = f"{prefix}cfg:{{serving}}:rules"
+
+
+class RedisFeatureReader:
+    """Reads with the scorer's read-only ACL user; see the module docstring."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        key_prefix: str,
+        history_length: int = 50,
+        popularity_size: int = 500,
+        refresh_s: float = 1.0,
+        clock: Any = time.time,
+    ) -> None:
+        self._client = client
+        self.keys = FeatureKeys(key_prefix)
+        self.serving_keys = ServingKeys(key_prefix)
+        self._history = history_length
+        self._popularity_size = popularity_size
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._config = ServingConfig(frozenset(), None)
+        self._popular: list[tuple[str, float]] = []
+        self._newest_hour: int | None = None
+        self._refreshed_at = -math.inf
+        self._categories: dict[str, str] = {}
+
+    def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures:
+        pipe = self._client.pipeline(transaction=False)
+        for request in requests:
+            self._queue_context(pipe, request)
+        refresh = self._clock() - self._refreshed_at >= self._refresh_s
+        if refresh:
+            self._queue_refresh(pipe)
+        replies = pipe.execute()
+        contexts = [self._context(r, replies[i * 4 : i * 4 + 4]) for i, r in enumerate(requests)]
+        if refresh:
+            self._apply_refresh(replies[len(requests) * 4 :])
+        return BatchFeatures(contexts, self._config, self._popular)
+
+    def _queue_context(self, pipe: Any, request: RecommendationRequest) -> None:
+        pipe.hmget(self.keys.user(request.user_id), USER_FIELDS)
+        pipe.lrange(self.keys.user_sequence(request.user_id), 0, self._history - 1)
+        session = request.session_id or ""
+        pipe.hmget(self.keys.session(session), SESSION_FIELDS)
+        pipe.lrange(self.keys.session_sequence(session), 0, self._history - 1)
+
+    def _context(self, request: RecommendationRequest, replies: list[Any]) -> UserContext:
+        user, user_seq, session, session_seq = replies
+        counters = {
+            name: value
+            for name, raw in zip(USER_FIELDS[1:], user[1:], strict=True)
+            if (value := _number(raw)) is not None
+        }
+        if request.session_id is not None:
+            counters["session_events"] = _number(session[1]) or 0.0
+        else:
+            session_seq = []
+        stamps = [t for t in (_number(user[0]), _number(session[0])) if t is not None]
+        return UserContext(
+            user_id=request.user_id,
+            session_id=request.session_id,
+            user_events=parse_sequence(user_seq),
+            session_events=parse_sequence(session_seq),
+            counters=counters,
+            last_event_ts=max(stamps) if stamps else None,
+        )
+
+    def _queue_refresh(self, pipe: Any) -> None:
+        pipe.smembers(self.serving_keys.unavailable)
+        pipe.get(self.serving_keys.rules)
+        pipe.hget(self.keys.popularity(), "mx_h")
+        hour = self._newest_hour if self._newest_hour is not None else -1
+        for h in (hour, hour - 1):
+            pipe.zrevrange(self.keys.popularity_hour(h), 0, self._popularity_size - 1, True)
+
+    def _apply_refresh(self, replies: list[Any]) -> None:
+        unavailable, rules, newest, current, previous = replies
+        self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
+        newest_hour = _number(newest)
+        hour = int(newest_hour) if newest_hour is not None else None
+        if hour != self._newest_hour:
+            # The hour moved on (or this is the first read): the lists fetched are stale.
+            self._newest_hour = hour
+            self._refreshed_at = -math.inf
+            if hour is not None:
+                current, previous = self._popularity_now(hour)
+        else:
+            self._refreshed_at = self._clock()
+        self._popular = merge_popularity(current, previous)
+
+    def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
+        pipe = self._client.pipeline(transaction=False)
+        for h in (hour, hour - 1):
+            pipe.zrevrange(self.keys.popularity_hour(h), 0, self._popularity_size - 1, True)
+        current, previous = pipe.execute()
+        self._refreshed_at = self._clock()
+        return current, previous
+
+    def categories(self, item_ids: Sequence[str]) -> dict[str, str]:
+        """Categories of `item_ids` that have one; unknown ones are fetched in one round trip.
+
+        Cached for the process lifetime: an item's category is its catalog placement and is
+        not expected to change (a changed one is picked up after a restart)."""
+        missing = [i for i in dict.fromkeys(item_ids) if i not in self._categories]
+        if missing:
+            pipe = self._client.pipeline(transaction=False)
+            for item_id in missing:
+                pipe.hget(self.keys.item(item_id), "cat")
+            for item_id, raw in zip(missing, pipe.execute(), strict=True):
+                self._categories[item_id] = _text(raw) or ""
+        return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
+
+    def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
+        for start in range(0, len(item_ids), chunk):
+            self.categories(item_ids[start : start + chunk])
+
+
+def merge_popularity(current: list[Any], previous: list[Any]) -> list[tuple[str, float]]:
+    scores: dict[str, float] = {}
+    for member, score in current:
+        scores[_text(member) or ""] = float(score)
+    for member, score in previous:
+        key = _text(member) or ""
+        scores[key] = scores.get(key, 0.0) + PREVIOUS_HOUR_WEIGHT * float(score)
+    return sorted(scores.items(), key=lambda p: (-p[1], p[0]))

@@ -1,0 +1,48 @@
+"""The scorer's Prometheus metrics (one registry per scorer, so tests can read them)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from serving.registry import Routing
+
+LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5)
+
+
+class ServeMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram(
+            "streamrec_serve_latency_seconds",
+            "Request consumed -> response acknowledged by Kafka, inside the scorer.",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.requests = Counter(
+            "streamrec_serve_requests",
+            "Requests by outcome: ok, cold_start, empty, invalid, internal_error.",
+            ["outcome"], registry=r,
+        )
+        self.batch_size = Histogram(
+            "streamrec_serve_batch_size", "Requests per micro-batch.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=r,
+        )
+        self.model_version = Gauge(
+            "streamrec_model_version_info", "1 for each version serving now, by role.",
+            ["role", "version"], registry=r,
+        )
+        self.swaps = Counter("streamrec_serve_model_swaps", "Routing switches.", registry=r)
+        self.canary_decisions = Counter(
+            "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
+        )
+
+    def routing_changed(self, routing: Routing) -> None:
+        self.model_version.clear()
+        for role, deployment in (("serving", routing.serving), ("canary", routing.canary)):
+            if deployment is not None:
+                self.model_version.labels(role=role, version=deployment.version).set(1)
+        self.swaps.inc()
+
+    def serve(self, port: int) -> None:
+        if port:
+            start_http_server(port, addr="127.0.0.1", registry=self.registry)

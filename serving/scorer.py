@@ -1,0 +1,232 @@
+"""The four stages for one micro-batch: retrieval -> filtering -> ranking -> ordering.
+
+Pure request/response logic over the protocols (feature reader, model bundle, routing); Kafka
+lives in serving/service.py. One feature round trip per batch, one encoder call and one ANN
+search per deployment group (serving, canary), then per-request filtering, ranking and rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
+from serving.batching import Group, plan_batch
+from serving.cold_start import backfill, popular_candidates
+from serving.features import BatchFeatures, FeatureReader, UserContext
+from serving.filtering import CandidateFilter
+from serving.model_bundle import FloatArray, ModelBundle
+from serving.ordering import BusinessRules, Ranked, order
+from serving.registry import Deployment, Routing
+
+logger = logging.getLogger(__name__)
+MAX_SCORE = 1e6
+DENSE_FEATURES = 8
+
+
+@dataclass
+class Draft:
+    """One request's answer in the making."""
+
+    candidates: list[tuple[str, float]]
+    deployment: Deployment | None = None
+    strategy: Literal["model", "canary", "popularity", "none"] = "popularity"
+
+
+@dataclass(frozen=True)
+class Answer:
+    response: RecommendationResponse
+    outcome: str
+    """ok (model or canary), cold_start, or empty."""
+
+
+class Scorer:
+    def __init__(
+        self,
+        reader: FeatureReader,
+        routing: Callable[[], Routing],
+        rules: BusinessRules,
+        candidates: int = 300,
+        history_length: int = 50,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.reader = reader
+        self.routing = routing
+        self.rules = rules
+        self.candidates = candidates
+        self.history_length = history_length
+        self.clock = clock
+
+    def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
+        features = self.reader.read(requests)
+        routing = self.routing()  # one snapshot for the whole batch: swaps never split it
+        plan = plan_batch(features.contexts, routing, self.history_length)
+        drafts = [Draft(list(features.popular)) for _ in requests]
+        retrieved = [self._retrieve(g, requests) for g in plan.groups]
+        rules = features.config.rules or self.rules
+        categories = self._categories(requests, features, retrieved, rules)
+        filters = [
+            CandidateFilter.for_request(r, c.seen(), features.config.unavailable, rules)
+            for r, c in zip(requests, features.contexts, strict=True)
+        ]
+        for group, (queries, lists) in zip(plan.groups, retrieved, strict=True):
+            self._filter_and_rank(group, queries, lists, filters, features, categories, drafts)
+        for position in plan.cold:
+            context = features.contexts[position]
+            drafts[position].candidates = popular_candidates(
+                features.popular, context, categories
+            )
+        return [
+            self._answer(r, drafts[p], features.contexts[p], filters[p], features, categories,
+                         rules)
+            for p, r in enumerate(requests)
+        ]
+
+    def _retrieve(
+        self, group: Group, requests: Sequence[RecommendationRequest]
+    ) -> tuple[FloatArray, list[list[tuple[str, float]]]]:
+        bundle = group.deployment.bundle
+        queries = bundle.recommender.encode(group.histories)
+        widest = max(requests[p].k for p in group.members)
+        n = min(max(self.candidates, 2 * widest), len(bundle.index))
+        scores, ids = bundle.index.search(queries, n)
+        lists = [
+            [(bundle.item_ids[i], float(s)) for s, i in zip(row_s, row_i, strict=True) if i > 0]
+            for row_s, row_i in zip(scores, ids, strict=True)
+        ]
+        return queries, lists
+
+    def _categories(
+        self,
+        requests: Sequence[RecommendationRequest],
+        features: BatchFeatures,
+        retrieved: Sequence[tuple[FloatArray, list[list[tuple[str, float]]]]],
+        rules: BusinessRules,
+    ) -> Mapping[str, str]:
+        """Categories of every item a filter, rule or context may look at (one round trip at
+        most, usually none: the reader caches them)."""
+        needed = bool(rules.category_boosts or rules.banned_categories or rules.max_per_category)
+        needed = needed or any(
+            r.filters.include_categories is not None or r.filters.exclude_categories
+            for r in requests
+        )
+        ids = [item for item, _ in features.popular]
+        for context in features.contexts:
+            ids.extend(e.item_id for e in context.session_events[-5:] or context.user_events[-5:])
+        if needed:
+            for _, lists in retrieved:
+                for candidates in lists:
+                    ids.extend(item for item, _ in candidates)
+        return self.reader.categories(ids) if ids else {}
+
+    def _filter_and_rank(
+        self,
+        group: Group,
+        queries: FloatArray,
+        lists: list[list[tuple[str, float]]],
+        filters: Sequence[CandidateFilter],
+        features: BatchFeatures,
+        categories: Mapping[str, str],
+        drafts: list[Draft],
+    ) -> None:
+        filtered = [
+            filters[position].apply(candidates, categories)
+            for position, candidates in zip(group.members, lists, strict=True)
+        ]
+        bundle = group.deployment.bundle
+        if bundle.ranker is not None:
+            contexts = [features.contexts[p] for p in group.members]
+            filtered = rank(bundle, queries, filtered, dense_features(contexts, self.clock()))
+        strategy: Literal["model", "canary"] = "canary" if group.canary else "model"
+        for position, candidates in zip(group.members, filtered, strict=True):
+            drafts[position] = Draft(candidates, group.deployment, strategy)
+
+    def _answer(
+        self,
+        request: RecommendationRequest,
+        draft: Draft,
+        context: UserContext,
+        allowed: CandidateFilter,
+        features: BatchFeatures,
+        categories: Mapping[str, str],
+        rules: BusinessRules,
+    ) -> Answer:
+        candidates = allowed.apply(draft.candidates, categories)
+        candidates = backfill(candidates, features.popular, allowed, categories, request.k)
+        pinned = {i: p for i, p in rules.pinned.items() if allowed.allows(i, categories.get(i))}
+        ranked = [Ranked(i, s) for i, s in candidates]
+        items = order(ranked, rules, categories, request.k, pinned)
+        served_at = self.clock()
+        deployment = draft.deployment
+        strategy: Literal["model", "canary", "popularity", "none"] = (
+            draft.strategy if items else "none"
+        )
+        response = RecommendationResponse(
+            request_id=request.request_id,
+            user_id=request.user_id,
+            status="ok",
+            items=[ScoredItem(item_id=r.item_id, score=_clamp(r.score)) for r in items],
+            model_version=deployment.version if deployment else None,
+            strategy=strategy,
+            feature_freshness_ms=_age_ms(served_at, context.last_event_ts),
+            model_freshness_ms=_age_ms(served_at, deployment.update.published_at)
+            if deployment
+            else None,
+            served_at=served_at,
+        )
+        outcome = {"model": "ok", "canary": "ok", "popularity": "cold_start"}.get(strategy, "empty")
+        return Answer(response, outcome)
+
+
+def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:
+    """User/session counters, recency and hour-of-day (sin/cos) for the ranker."""
+    rows = np.zeros((len(contexts), DENSE_FEATURES), dtype=np.float32)
+    angle = 2 * math.pi * ((now % 86_400) / 86_400)
+    for row, c in enumerate(contexts):
+        counts = [c.counters.get(n, 0.0) for n in ("n_view", "n_click", "n_cart", "n_purchase")]
+        recency = max(0.0, now - c.last_event_ts) if c.last_event_ts is not None else 1e6
+        counts += [c.counters.get("session_events", 0.0), recency, math.sin(angle), math.cos(angle)]
+        rows[row] = counts
+    return rows
+
+
+def rank(
+    bundle: ModelBundle,
+    queries: FloatArray,
+    lists: list[list[tuple[str, float]]],
+    dense: FloatArray,
+) -> list[list[tuple[str, float]]]:
+    """Re-scores each request's filtered candidates with the ranker, best first."""
+    assert bundle.ranker is not None
+    width = max((len(c) for c in lists), default=0)
+    if width == 0:
+        return lists
+    matrix = np.zeros((len(lists), width), dtype=np.int64)
+    for row, candidates in enumerate(lists):
+        indices = [bundle.item_index[i] for i, _ in candidates]
+        matrix[row, : len(indices)] = indices or [1]
+        matrix[row, len(indices) :] = indices[0] if indices else 1  # padding, scores ignored
+    scores = bundle.ranker.score(queries, matrix, dense)
+    out = []
+    for row, candidates in enumerate(lists):
+        scored = [(i, float(s)) for (i, _), s in zip(candidates, scores[row], strict=False)]
+        out.append(sorted(scored, key=lambda p: -p[1]))
+    return out
+
+
+def _clamp(score: float) -> float:
+    if not math.isfinite(score):
+        return -MAX_SCORE
+    return max(-MAX_SCORE, min(MAX_SCORE, score))
+
+
+def _age_ms(now: float, then: float | None) -> float | None:
+    if then is None:
+        return None
+    return min(1e12, max(0.0, (now - then) * 1000.0))

@@ -1,0 +1,331 @@
+"""Kafka wiring of the scorer: three ContractLoops sharing one process.
+
+- requests: `rec.requests` (the scorers' shared consumer group) -> Scorer -> `rec.responses`;
+  rejects are dead-lettered to `rec.requests.dlq` and, when the requester can be identified,
+  answered with an error response;
+- model updates: `model.updates` from the beginning (a private group per process start, so the
+  compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap);
+- KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
+  published on `model.updates` so that every scorer and operator follows.
+Every loop flushes its producer before committing, as ContractLoop guarantees.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from schemas.kpi import KpiReport
+from schemas.model_updates import ModelUpdate
+from schemas.recommendations import RecommendationRequest
+from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from serving.canary import CanaryJudge, decision_update
+from serving.features import RedisFeatureReader
+from serving.metrics import ServeMetrics
+from serving.model_bundle import ModelBundle
+from serving.registry import ModelRegistry, Routing
+from serving.responses import error_response, recover_ids
+from serving.scorer import Answer, Scorer
+from serving.session_model import load_session_bundle
+from serving.settings import ServeSettings
+from streams.kafka.consumer import BatchConsumer
+from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
+from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
+from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
+SERVICE = "scorer"
+
+
+class RespondingDeadLetters(DeadLetterWriter):
+    """Dead letters for `rec.requests`; an identifiable bad request also gets an error answer."""
+
+    def __init__(
+        self, producer: EventProducer, responses_topic: str, metrics: ServeMetrics
+    ) -> None:
+        super().__init__(producer, SERVICE)
+        self._responses_topic = responses_topic
+        self._metrics = metrics
+
+    def write(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        error: BaseException,
+        source: SourcePosition,
+        stage: Stage = "validate",
+    ) -> None:
+        if stage == "validate":
+            self._metrics.requests.labels(outcome="invalid").inc()
+            ids = recover_ids(value)
+            if ids is not None:
+                response = error_response(*ids, "invalid_request", error, time.time())
+                self._producer.send(self._responses_topic, ids[1], response)
+        super().write(key, value, error, source, stage)
+
+
+class LoggedDeadLetters(DeadLetterWriter):
+    """For control topics that have no `.dlq` in the catalog: log and count, never crash."""
+
+    def write(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        error: BaseException,
+        source: SourcePosition,
+        stage: Stage = "validate",
+    ) -> None:
+        logger.error(
+            "rejected control record topic=%s partition=%d offset=%d error=%s",
+            source.topic, source.partition, source.offset, type(error).__name__,
+        )
+        self.written += 1
+
+
+class TimedLoop(ContractLoop[RecommendationRequest]):
+    """The shared loop, with the scorer's latency histogram around each micro-batch."""
+
+    def __init__(self, metrics: ServeMetrics, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._metrics = metrics
+
+    def run_once(self) -> int:
+        started = time.perf_counter()
+        consumed = super().run_once()
+        if consumed:
+            elapsed = time.perf_counter() - started
+            self._metrics.batch_size.observe(consumed)
+            for _ in range(consumed):
+                self._metrics.latency.observe(elapsed)
+        return consumed
+
+
+def default_instance() -> str:
+    return f"{socket.gethostname()[:40]}-{os.getpid()}"
+
+
+class ScorerService:
+    def __init__(
+        self,
+        settings: ServeSettings,
+        metrics: ServeMetrics | None = None,
+        loader: Callable[[ModelUpdate], ModelBundle] | None = None,
+    ) -> None:
+        torch.set_num_threads(settings.torch_threads)
+        self.settings = settings
+        self.metrics = metrics or ServeMetrics()
+        kafka = settings.kafka
+        self.instance = settings.instance_id or default_instance()
+        # linger 0: each micro-batch is flushed at once; waiting to fill a batch is latency.
+        self.producer = EventProducer(kafka, **{"linger.ms": 0})
+        self.control_producer = EventProducer(kafka)
+        self._responses_topic = kafka.topic(REC_RESPONSES)
+        self.reader = RedisFeatureReader(
+            settings.redis.client(),
+            settings.redis.key_prefix,
+            history_length=settings.history_length,
+            popularity_size=settings.popularity_candidates,
+            refresh_s=settings.config_refresh_s,
+        )
+        self.registry = ModelRegistry(loader or self._load, settings.canary.share)
+        self.judge = CanaryJudge(settings.canary)
+        self._judge_lock = threading.Lock()
+        self.registry.on_change = self._routing_changed
+        self.scorer = Scorer(
+            self.reader,
+            self.registry.snapshot,
+            settings.rules,
+            candidates=settings.candidates,
+            history_length=settings.history_length,
+        )
+        self.requests_loop = self._requests_loop()
+        self.updates_loop = self._control_loop(MODEL_UPDATES.name, ModelUpdate, self._on_updates)
+        self.kpi_loop = self._control_loop(KPI_METRICS.name, KpiReport, self._on_kpis)
+        self._threads: list[threading.Thread] = []
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def _requests_loop(self) -> TimedLoop:
+        kafka = self.settings.kafka
+        consumer = BatchConsumer(
+            kafka,
+            self.settings.group_id,
+            [kafka.topic(REC_REQUESTS)],
+            auto_offset_reset="latest",
+            **{"fetch.wait.max.ms": 2, "fetch.min.bytes": 1},
+        )
+        dead_letters = RespondingDeadLetters(self.producer, self._responses_topic, self.metrics)
+        return TimedLoop(
+            self.metrics,
+            consumer,
+            RecommendationRequest,
+            self._handle,
+            self.producer,
+            dead_letters,
+            batch_size=self.settings.batch_size,
+            batch_timeout_s=self.settings.batch_timeout_ms / 1000,
+        )
+
+    def _control_loop(
+        self, topic: str, model: type[ModelUpdate] | type[KpiReport], handler: Callable[..., list]
+    ) -> ContractLoop:  # type: ignore[type-arg]
+        kafka = self.settings.kafka
+        # A fresh group per start: the whole log is read again (the desired state rebuilds).
+        group = f"{self.settings.group_id}.{topic}.{self.instance}.{uuid.uuid4().hex[:8]}"
+        consumer = BatchConsumer(kafka, group, [kafka.topic(topic)], auto_offset_reset="earliest")
+        return ContractLoop(
+            consumer,
+            model,
+            handler,
+            self.control_producer,
+            LoggedDeadLetters(self.control_producer, SERVICE),
+            batch_size=100,
+            batch_timeout_s=0.2,
+        )
+
+    def _load(self, update: ModelUpdate) -> ModelBundle:
+        location = Path(update.location)
+        root = location.parent.parent if (location / "manifest.json").exists() else None
+        bundle = load_session_bundle(
+            root or self.settings.model_store,
+            update.model_name,
+            update.version,
+            self.settings.retrieval,
+            self.settings.history_length,
+            published_at=update.published_at,
+        )
+        # Categories of the whole catalog up front, so filters never wait on a cold cache.
+        self.reader.warm_categories([i for i in bundle.item_ids if i])
+        return bundle
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    def _handle(self, batch: list[Envelope[RecommendationRequest]]) -> list[RecordRejected]:
+        try:
+            answers: list[Answer | BaseException] = list(
+                self.scorer.score_batch([e.record for e in batch])
+            )
+        except Exception:
+            logger.exception("batch scoring failed size=%d; retrying one by one", len(batch))
+            answers = [self._score_one(e) for e in batch]
+        rejected = []
+        for envelope, answer in zip(batch, answers, strict=True):
+            request = envelope.record
+            if isinstance(answer, BaseException):
+                response = error_response(
+                    request.request_id, request.user_id, "internal", answer, time.time()
+                )
+                self.producer.send(self._responses_topic, request.user_id, response)
+                self.metrics.requests.labels(outcome="internal_error").inc()
+                rejected.append(RecordRejected(envelope, answer))  # type: ignore[arg-type]
+                continue
+            self.producer.send(self._responses_topic, request.user_id, answer.response)
+            self.metrics.requests.labels(outcome=answer.outcome).inc()
+        return rejected
+
+    def _score_one(self, envelope: Envelope[RecommendationRequest]) -> Answer | BaseException:
+        try:
+            return self.scorer.score_batch([envelope.record])[0]
+        except Exception as error:
+            logger.error(
+                "scoring failed request_id=%s error=%s",
+                envelope.record.request_id, type(error).__name__,
+            )
+            return error
+
+    def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
+        for envelope in batch:
+            if envelope.record.model_name == self.settings.model_name:
+                self.registry.apply(envelope.record)
+        return []
+
+    def _on_kpis(self, batch: list[Envelope[KpiReport]]) -> list[RecordRejected]:
+        for envelope in batch:
+            with self._judge_lock:
+                decision = self.judge.record(envelope.record)
+            routing = self.registry.snapshot()
+            if decision is None or routing.canary is None:
+                continue
+            if routing.canary.version != decision.candidate:
+                continue
+            update = decision_update(decision, routing.canary.update, self.settings.canary.kpi)
+            self.metrics.canary_decisions.labels(action=decision.action).inc()
+            self.registry.apply(update)
+            self.control_producer.send(
+                self.settings.kafka.topic(MODEL_UPDATES), update.model_name, update
+            )
+        return []
+
+    def _routing_changed(self, routing: Routing) -> None:
+        self.metrics.routing_changed(routing)
+        serving = routing.serving.version if routing.serving else None
+        canary = routing.canary
+        with self._judge_lock:
+            self.judge.watch(serving, canary.version if canary else None,
+                             canary.since if canary else 0.0)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def bootstrap_from_store(self) -> None:
+        """Serve the store's newest version until model.updates says otherwise."""
+        from models.store import ModelStore
+
+        store = ModelStore(self.settings.model_store)
+        latest = store.latest(self.settings.model_name)
+        if latest is None:
+            logger.info("no model in store=%s; serving popularity", self.settings.model_store)
+            return
+        folder = self.settings.model_store / self.settings.model_name / str(latest)
+        self.registry.apply(
+            ModelUpdate(
+                model_name=self.settings.model_name,
+                version=str(latest),
+                kind="full",
+                location=str(folder),
+                published_at=(folder / "manifest.json").stat().st_mtime,
+                note="bootstrap from the model store",
+            )
+        )
+
+    def start(self) -> None:
+        self.metrics.serve(self.settings.metrics_port)
+        for name, loop in (
+            ("scorer-updates", self.updates_loop),
+            ("scorer-kpis", self.kpi_loop),
+            ("scorer-requests", self.requests_loop),
+        ):
+            thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
+
+    def _run(self, loop: ContractLoop) -> None:  # type: ignore[type-arg]
+        try:
+            loop.run()
+        except Exception:
+            logger.exception("loop crashed thread=%s", threading.current_thread().name)
+            raise
+
+    def stop(self) -> None:
+        for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):
+            loop.stop()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):
+            loop.consumer.close()
+        self.registry.close()
+        self.producer.close()
+        self.control_producer.close()
+        logger.info(
+            "scorer stopped instance=%s consumed=%d handled=%d dead_lettered=%d",
+            self.instance, self.requests_loop.counters.consumed,
+            self.requests_loop.counters.handled, self.requests_loop.counters.dead_lettered,
+        )

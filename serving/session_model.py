@@ -1,0 +1,155 @@
+"""The real recommender: the session Transformer of models/ behind the scorer's protocols.
+
+Checkpoint convention (what the scorer loads from the ModelStore, and what `save_session_model`
+writes for tests, the benchmark and the trainer):
+- tensors: the `SessionTransformer` state dict; optionally a `DLRMRanker` state dict under
+  `ranker.`;
+- manifest.config: `SessionTransformerConfig` fields, plus `ranker`: `DLRMConfig` fields when a
+  ranker is stored;
+- manifest.id_maps["item"]: raw item id -> item index (1..n; 0 is padding).
+Retrieval is maximum inner product over `h . e_j + b_j` (models.retrieval folds the bias in).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.ranker import DLRMConfig, DLRMRanker
+from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
+from models.sequence_training import history_batch
+from models.session_config import SessionTransformerConfig
+from models.session_transformer import SessionTransformer
+from models.store import Manifest, ModelStore
+from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
+
+logger = logging.getLogger(__name__)
+RANKER_PREFIX = "ranker."
+ITEM_MAP = "item"
+
+
+class SessionRecommender:
+    def __init__(self, model: SessionTransformer, history_length: int) -> None:
+        self.model = model.eval()
+        self.history_length = min(history_length, model.config.max_len)
+        with torch.no_grad():
+            self._vectors = model.item_vectors().detach().float().numpy().copy()
+            self._bias = model.item_bias.detach().float().numpy().copy()
+
+    def encode(self, histories: Sequence[History]) -> FloatArray:
+        items = [np.fromiter((i for i, _ in h), np.int64, len(h)) for h in histories]
+        # Gaps are whole seconds in training (models.sequence_training); keep the same scale.
+        times = [np.fromiter((int(t) for _, t in h), np.int64, len(h)) for h in histories]
+        x, gaps = history_batch(items, times, self.history_length)
+        with torch.inference_mode():
+            queries = self.model.encode(x, gaps).float().numpy()
+        return mips_queries(queries)
+
+    def item_vectors(self, indices: IntArray) -> FloatArray:
+        return self._vectors[indices]
+
+    def index_vectors(self) -> tuple[IntArray, FloatArray]:
+        ids = np.arange(1, len(self._vectors), dtype=np.int64)
+        return ids, mips_item_vectors(self._vectors[1:], self._bias[1:])
+
+
+class DlrmCandidateRanker:
+    """Sparse slots: the query vector and the candidate's item vector; dense: user counters."""
+
+    def __init__(self, ranker: DLRMRanker, recommender: SessionRecommender) -> None:
+        self.ranker = ranker.eval()
+        self.recommender = recommender
+
+    def score(self, queries: FloatArray, candidates: IntArray, dense: FloatArray) -> FloatArray:
+        n, c = candidates.shape
+        width = self.ranker.config.n_dense
+        dense_in = np.zeros((n, width), dtype=np.float32)
+        dense_in[:, : min(width, dense.shape[1])] = dense[:, :width]
+        query = torch.from_numpy(np.ascontiguousarray(queries[:, :-1]))  # drop the bias slot
+        items = torch.from_numpy(self.recommender.item_vectors(candidates.reshape(-1)))
+        sparse = torch.stack(
+            [query.repeat_interleave(c, dim=0), items], dim=1
+        )
+        with torch.inference_mode():
+            logits = self.ranker(torch.from_numpy(dense_in).repeat_interleave(c, dim=0), sparse)
+        return torch.sigmoid(logits).numpy().reshape(n, c).astype(np.float32)
+
+
+def load_session_bundle(
+    store_root: Path,
+    name: str,
+    version: str,
+    retrieval: RetrievalConfig,
+    history_length: int,
+    published_at: float | None = None,
+) -> ModelBundle:
+    started = time.perf_counter()
+    tensors, manifest = ModelStore(store_root).load(name, version)
+    known = set(SessionTransformerConfig.model_fields)
+    config = SessionTransformerConfig(**{k: v for k, v in manifest.config.items() if k in known})
+    state = {k: v for k, v in tensors.items() if not k.startswith(RANKER_PREFIX)}
+    model = SessionTransformer(state["item_embedding.weight"].shape[0] - 1, config)
+    model.load_state_dict(state)
+    recommender = SessionRecommender(model, history_length)
+    index = FaissItemIndex(retrieval)
+    index.build(*recommender.index_vectors())
+    item_index = dict(manifest.id_maps.get(ITEM_MAP, {}))
+    item_ids = [""] * (model.n_items + 1)
+    for item_id, i in item_index.items():
+        item_ids[i] = item_id
+    bundle = ModelBundle(
+        version=version,
+        published_at=published_at if published_at is not None else manifest.created_at,
+        item_ids=item_ids,
+        item_index=item_index,
+        recommender=recommender,
+        index=index,
+        ranker=_ranker(tensors, manifest, recommender),
+    )
+    logger.info(
+        "loaded model=%s version=%s items=%d ranker=%s seconds=%.2f",
+        name, version, model.n_items, bundle.ranker is not None, time.perf_counter() - started,
+    )
+    return bundle
+
+
+def _ranker(
+    tensors: dict[str, torch.Tensor], manifest: Manifest, recommender: SessionRecommender
+) -> DlrmCandidateRanker | None:
+    raw = manifest.config.get("ranker")
+    if not isinstance(raw, dict):
+        return None
+    ranker = DLRMRanker(DLRMConfig(**raw))
+    ranker.load_state_dict(
+        {k[len(RANKER_PREFIX) :]: v for k, v in tensors.items() if k.startswith(RANKER_PREFIX)}
+    )
+    return DlrmCandidateRanker(ranker, recommender)
+
+
+def save_session_model(
+    store: ModelStore,
+    name: str,
+    version: str,
+    model: SessionTransformer,
+    item_ids: Sequence[str],
+    ranker: DLRMRanker | None = None,
+) -> Path:
+    """Stores a full checkpoint in the convention above; `item_ids[i]` has index i + 1."""
+    tensors = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    config = model.config.model_dump()
+    if ranker is not None:
+        tensors.update({RANKER_PREFIX + k: v for k, v in ranker.state_dict().items()})
+        config["ranker"] = ranker.config.model_dump()
+    manifest = Manifest(
+        name=name,
+        version=version,
+        kind="full",
+        config=config,
+        id_maps={ITEM_MAP: {item_id: i + 1 for i, item_id in enumerate(item_ids)}},
+    )
+    return store.save_full(name, tensors, manifest)

@@ -1,0 +1,69 @@
+"""Configuration of the scorer (`streamrec serve`), read once from STREAMREC_* variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.retrieval import RetrievalConfig
+from serving.ordering import BusinessRules
+from streams.redis_connection import RedisConnection
+from streams.service_settings import ServiceSettings
+
+
+class CanaryPolicy(BaseModel):
+    """When a candidate version is promoted or rolled back (KPI guardrails)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    share: float = Field(0.1, ge=0.0, le=1.0, description="Share of users the canary serves.")
+    kpi: str = Field(
+        "hit_rate_at_k", pattern=r"^(hit_rate_at_k|ctr|conversion_rate)$",
+        description="The KPI compared between candidate and serving version.",
+    )
+    min_responses: int = Field(
+        200, ge=1, description="Attributed responses each version needs before any decision."
+    )
+    max_regression: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="Roll back when the candidate is worse than serving by more than this "
+        "share of the serving KPI.",
+    )
+    min_uplift: float = Field(
+        0.0, ge=-1.0, le=1.0,
+        description="Promote when the candidate's relative change is at least this.",
+    )
+
+
+class ServeSettings(ServiceSettings):
+    # The scorer logs in as its own read-only ACL user.
+    redis: RedisConnection = Field(default_factory=lambda: RedisConnection(username="scorer"))
+    group_id: str = Field("streamrec-scorer", min_length=1, max_length=128)
+    instance_id: str = Field(
+        "", max_length=64, description="Names this scorer's private consumer groups; "
+        "empty = host and process id."
+    )
+    model_name: str = Field("session", min_length=1, max_length=128)
+    model_store: Path = Field(Path(".streamrec/models"), description="ModelStore root.")
+    batch_size: int = Field(64, ge=1, le=5000, description="Most requests per micro-batch.")
+    batch_timeout_ms: float = Field(
+        3.0, gt=0, le=1000, description="Longest wait for a micro-batch to fill."
+    )
+    candidates: int = Field(300, ge=1, le=5000, description="Retrieved per request.")
+    popularity_candidates: int = Field(500, ge=1, le=5000)
+    popularity_refresh_s: float = Field(1.0, gt=0, le=3600)
+    config_refresh_s: float = Field(
+        1.0, gt=0, le=3600, description="Refresh of unavailable items and rules from Redis."
+    )
+    history_length: int = Field(50, ge=1, le=1000, description="Newest events encoded.")
+    torch_threads: int = Field(1, ge=1, le=64, description="2 shared cores: keep inference lean.")
+    retrieval: RetrievalConfig = Field(
+        default_factory=lambda: RetrievalConfig(kind="auto", threads=1)
+    )
+    rules: BusinessRules = Field(
+        default_factory=BusinessRules,
+        description="Static rules; a JSON document at Redis key <prefix>cfg:{serving}:rules "
+        "replaces them while present.",
+    )
+    canary: CanaryPolicy = Field(default_factory=CanaryPolicy)

@@ -1,0 +1,72 @@
+"""Writes a batch of events into Redis in one round trip: one EVALSHA of apply.lua per batch."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError, ResponseError
+
+from streams.features.batch import PositionedEvent, script_args
+from streams.redis_connection import RedisConnection
+
+logger = logging.getLogger(__name__)
+
+SCRIPT = resources.files("streams.features").joinpath("apply.lua").read_text()
+SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+
+# Server replies that say "not now" rather than "this batch is bad": retry them with backoff.
+_TRANSIENT_REPLIES = ("OOM", "BUSY", "LOADING", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def is_transient_reply(error: ResponseError) -> bool:
+    return str(error).startswith(_TRANSIENT_REPLIES)
+
+
+@dataclass(frozen=True)
+class ApplyOutcome:
+    applied: int
+    skipped: int
+    """Events their user had already applied (re-deliveries and replays)."""
+
+
+class FeatureWriter:
+    """Applies batches through the `streams` ACL user; idempotent per (partition, offset)."""
+
+    def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
+        self._client = client
+        self._prefix = key_prefix
+
+    @staticmethod
+    def connect(connection: RedisConnection) -> aioredis.Redis:
+        """An asyncio client with the connection's user and timeouts (the event loop never blocks)."""
+        return aioredis.Redis(
+            host=connection.host,
+            port=connection.port,
+            username=connection.username,
+            password=connection.resolved_password(),
+            socket_timeout=connection.socket_timeout_s,
+            socket_connect_timeout=connection.socket_timeout_s,
+            health_check_interval=30,
+        )
+
+    async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
+        if not batch:
+            return ApplyOutcome(0, 0)
+        args = script_args(self._prefix, batch)
+        try:
+            reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
+        except NoScriptError:
+            # A restarted or failed-over Redis has an empty script cache: load and run again.
+            logger.info("loading feature script sha=%s", SCRIPT_SHA)
+            await self._client.script_load(SCRIPT)
+            reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
+        applied, skipped = reply
+        return ApplyOutcome(int(applied), int(skipped))
+
+    async def close(self) -> None:
+        await self._client.aclose()

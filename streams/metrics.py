@@ -1,0 +1,99 @@
+"""Prometheus metrics of the feature workers.
+
+Conservation holds over a worker's lifetime: events_in = applied + skipped + dead_lettered, where
+skipped counts re-delivered events that Redis had already applied (the idempotence check).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2,
+    0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0,
+)
+
+
+class StreamMetrics:
+    """One registry per instance, so tests and benchmarks can hold several in one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events_in = Counter(
+            "streamrec_stream_events_in", "Records read from interactions.", registry=r
+        )
+        self.applied = Counter(
+            "streamrec_stream_events_applied", "Events whose features were written.", registry=r
+        )
+        self.skipped = Counter(
+            "streamrec_stream_events_skipped",
+            "Re-delivered events Redis had already applied (idempotence check).", registry=r,
+        )
+        self.dead_lettered = Counter(
+            "streamrec_stream_events_dead_lettered", "Records sent to the dead-letter topic.",
+            ["stage"], registry=r,
+        )
+        self.retries = Counter(
+            "streamrec_stream_retries", "Back-offs while Redis or Kafka was unavailable.",
+            ["dependency"], registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "streamrec_stream_batch_seconds", "Time to validate, apply and flush one batch.",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.freshness_seconds = Histogram(
+            "streamrec_stream_freshness_seconds",
+            "Event time to features applied in Redis (same-host clocks).",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "streamrec_stream_consumer_lag", "Records behind the partition's high watermark.",
+            ["partition"], registry=r,
+        )
+
+    def serve(self, port: int) -> None:
+        """Expose /metrics on 127.0.0.1:port (0 disables it)."""
+        if port:
+            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+
+
+def scrape(port: int, timeout_s: float = 2.0) -> dict[str, float]:
+    """A worker's current samples by name with labels (`name{label="v"}`), read over HTTP.
+
+    For tests, benchmarks and operators' scripts; Prometheus itself scrapes the same endpoint.
+    """
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def histogram_quantile(samples: dict[str, float], name: str, q: float) -> float:
+    """The q-quantile (0..1) of a histogram from scraped samples, interpolated inside its bucket
+    as Prometheus' histogram_quantile does; NaN when the histogram is empty."""
+    prefix = f'{name}_bucket{{le="'
+    buckets = sorted(
+        (float(key[len(prefix) : -2]), count) for key, count in samples.items() if key.startswith(prefix)
+    )
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return float("nan")
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower_bound
+            share = (rank - lower_count) / (count - lower_count) if count > lower_count else 1.0
+            return lower_bound + (bound - lower_bound) * share
+        lower_bound, lower_count = bound, count
+    return lower_bound

@@ -1,0 +1,73 @@
+"""Which offsets the monitor may commit: only those whose records no longer hold state.
+
+The monitor's side effects (KPI reports) come long after its inputs: a response counts only once
+its window has been reported. Committing a batch right after reading it would lose those
+responses on a crash, so each partition's commit position stops at the first record whose event
+time is at or after the `horizon`, the oldest event time the join and the windows still need.
+After a crash the monitor re-reads from there and rebuilds its state; windows reported just
+before the crash may be reported again (at-least-once: readers key KPI reports by model version
+and window).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from confluent_kafka import TopicPartition
+
+Position = tuple[str, int]
+
+
+@dataclass
+class _Segment:
+    first_offset: int
+    next_offset: int
+    newest_event_time: float
+
+
+class CommitTracker:
+    def __init__(self) -> None:
+        self._segments: dict[Position, deque[_Segment]] = {}
+        self._committable: dict[Position, int] = {}
+        self._committed: dict[Position, int] = {}
+        self._sealed: set[Position] = set()
+
+    def track(self, topic: str, partition: int, offset: int, event_time: float) -> None:
+        """Record one processed record; `-inf` for records that hold no state (invalid, late)."""
+        position = (topic, partition)
+        segments = self._segments.setdefault(position, deque())
+        last = segments[-1] if segments else None
+        if last is not None and position not in self._sealed and last.next_offset == offset:
+            # One segment per partition and batch: memory grows with batches, not records.
+            last.next_offset = offset + 1
+            last.newest_event_time = max(last.newest_event_time, event_time)
+            return
+        self._sealed.discard(position)
+        segments.append(_Segment(offset, offset + 1, event_time))
+
+    def seal(self) -> None:
+        """End the current segments (once per batch) so older batches can be released first."""
+        self._sealed.update(self._segments)
+
+    def release(self, horizon: float) -> list[TopicPartition]:
+        """Positions that advanced and are safe to commit given the state's `horizon`."""
+        result = []
+        for position, segments in self._segments.items():
+            while segments and segments[0].newest_event_time < horizon:
+                self._committable[position] = segments.popleft().next_offset
+            offset = self._committable.get(position)
+            if offset is not None and offset != self._committed.get(position):
+                result.append(TopicPartition(position[0], position[1], offset))
+        return sorted(result, key=lambda tp: (tp.topic, tp.partition))
+
+    def committed(self, offsets: list[TopicPartition]) -> None:
+        for tp in offsets:
+            self._committed[(tp.topic, tp.partition)] = tp.offset
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop a revoked partition: its next owner resumes from the last committed offset."""
+        self._segments.pop((topic, partition), None)
+        self._committable.pop((topic, partition), None)
+        self._committed.pop((topic, partition), None)
+        self._sealed.discard((topic, partition))

@@ -1,0 +1,151 @@
+"""The monitor's logic without Kafka: records in, KPI reports and drift alerts out.
+
+`on_response` / `on_interaction` fold records into the attribution join; `advance` moves the
+watermark, finalises responses whose attribution window closed (oldest first), feeds them to the
+KPI windows and the drift detectors, and returns what is ready to publish. Everything is driven by
+event time, so replaying the same records gives the same reports and alerts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from schemas.alerts import DriftAlert
+from schemas.events import InteractionEvent
+from schemas.kpi import KpiReport
+from schemas.recommendations import RecommendationResponse
+from streams.drift.config import KpiMetric
+from streams.drift.detectors import KpiDropDetector
+from streams.drift.freshness import HysteresisGuard, SampleQuantile
+from streams.drift.policy import AlertPolicy, FreshnessKind
+from streams.drift.profiles import FeatureProfile, psi_by_feature
+from streams.monitor.attribution import AttributionJoin, ResponseOutcome
+from streams.monitor.clock import EventClock
+from streams.monitor.settings import MonitorSettings
+from streams.monitor.windows import KpiWindows
+
+logger = logging.getLogger(__name__)
+
+RecordOutcome = Literal["applied", "unattributable", "duplicate_or_filtered", "late"]
+
+
+@dataclass
+class Published:
+    reports: list[KpiReport] = field(default_factory=list)
+    alerts: list[DriftAlert] = field(default_factory=list)
+    psi: dict[str, float] = field(default_factory=dict)
+
+
+def _indicator(outcome: ResponseOutcome, metric: KpiMetric) -> float:
+    if metric == "hit_rate":
+        return float(outcome.hit)
+    if metric == "ctr":
+        return float(outcome.clicked)
+    return float(outcome.converted)
+
+
+class _Freshness:
+    """p95 of one freshness figure over samples of responses, judged with hysteresis."""
+
+    def __init__(self, kind: FreshnessKind, high: float, low: float, size: int, runs: int) -> None:
+        self.kind = kind
+        self.sample = SampleQuantile(size)
+        self.guard = HysteresisGuard(high=high, low=low, consecutive=runs)
+        self.last_p95: float | None = None
+
+
+class MonitorPipeline:
+    def __init__(self, settings: MonitorSettings, reference: FeatureProfile | None = None) -> None:
+        drift = settings.drift
+        self._settings = settings
+        self.clock = EventClock(settings.allowed_lateness_s, settings.idle_advance_s)
+        self.join = AttributionJoin(
+            settings.attribution_window_s, settings.k, settings.max_pending_responses
+        )
+        self.windows = KpiWindows(settings.window_s, settings.k)
+        self.policy = AlertPolicy(drift, settings.window_s)
+        self.detectors = {m: KpiDropDetector(m, drift) for m in drift.kpi_metrics}
+        self._freshness = (
+            _Freshness("feature", drift.feature_freshness_high_s, drift.feature_freshness_low_s,
+                       drift.freshness_sample_responses, drift.freshness_consecutive),
+            _Freshness("model", drift.model_freshness_high_s, drift.model_freshness_low_s,
+                       drift.freshness_sample_responses, drift.freshness_consecutive),
+        )
+        self.reference = reference
+        self._sample = FeatureProfile()
+        self._pending_alerts: list[DriftAlert] = []
+        self._pending_psi: dict[str, float] = {}
+
+    def on_response(self, response: RecommendationResponse, wall: float) -> RecordOutcome:
+        self.clock.observe(response.served_at, wall)
+        if response.served_at + self._settings.attribution_window_s < self.clock.watermark(wall):
+            return "late"
+        return "applied" if self.join.add_response(response) else "duplicate_or_filtered"
+
+    def on_interaction(self, event: InteractionEvent, wall: float) -> RecordOutcome:
+        self.clock.observe(event.timestamp, wall)
+        self._profile(event)
+        credited = self.join.add_interaction(event, self.clock.watermark(wall))
+        return "applied" if credited else "unattributable"
+
+    def advance(self, wall: float) -> Published:
+        """Finalise what the watermark allows; returns the reports and alerts to publish."""
+        watermark = self.clock.watermark(wall)
+        for outcome in self.join.expire(watermark):
+            self._finalise(outcome)
+        published = Published(alerts=self._pending_alerts, psi=self._pending_psi)
+        self._pending_alerts, self._pending_psi = [], {}
+        published.reports = self.windows.close(watermark - self._settings.attribution_window_s)
+        return published
+
+    def horizon(self) -> float:
+        """The oldest event time the state still needs: records before it may be committed."""
+        candidates = [t for t in (self.join.oldest_served_at, self.windows.oldest_start)
+                      if t is not None]
+        return min(candidates, default=math.inf)
+
+    def _finalise(self, outcome: ResponseOutcome) -> None:
+        if not self.windows.add(outcome):
+            return
+        self.policy.observe_version(outcome.model_version, outcome.served_at)
+        for metric, detector in self.detectors.items():
+            drop = detector.update(_indicator(outcome, metric), outcome.served_at)
+            if drop is not None:
+                self._emit(self.policy.on_kpi_drop(drop, outcome.model_version))
+        self._observe_freshness(self._freshness[0], outcome.feature_freshness_s, outcome.served_at)
+        self._observe_freshness(self._freshness[1], outcome.model_freshness_s, outcome.served_at)
+
+    def _observe_freshness(self, freshness: _Freshness, value: float | None, at: float) -> None:
+        if value is None:
+            return
+        p95 = freshness.sample.add(value)
+        if p95 is None:
+            return
+        freshness.last_p95 = p95
+        transition = freshness.guard.update(p95)
+        if transition is not None:
+            limit = freshness.guard.high if transition == "raised" else freshness.guard.low
+            self._emit(self.policy.on_freshness(freshness.kind, transition, p95, limit, at))
+
+    def _profile(self, event: InteractionEvent) -> None:
+        self._sample.add(event)
+        if self._sample.events < self._settings.drift.psi_sample_events:
+            return
+        sample, self._sample = self._sample, FeatureProfile()
+        if self.reference is None:
+            logger.info("psi reference bootstrapped from live traffic events=%d", sample.events)
+            self.reference = sample
+            return
+        for feature, value in psi_by_feature(self.reference, sample).items():
+            self._pending_psi[feature] = value
+            self._emit(self.policy.on_psi(feature, value, event.timestamp))
+
+    def _emit(self, alert: DriftAlert | None) -> None:
+        if alert is not None:
+            self._pending_alerts.append(alert)
+
+    def freshness_p95(self) -> dict[str, float]:
+        return {f.kind: f.last_p95 for f in self._freshness if f.last_p95 is not None}

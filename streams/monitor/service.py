@@ -1,0 +1,195 @@
+"""`streamrec monitor`: the Kafka loop around `MonitorPipeline`.
+
+One consumer reads `rec.responses` and `interactions` together. The range assignor gives one
+instance the same partition numbers of both topics, and both are keyed by user_id, so a user's
+responses and interactions meet in the same instance as long as the topics keep equal partition
+counts. Per batch: decode and fold records in, advance the watermark, publish KPI reports and
+alerts, flush (idempotent producer), then commit only what the remaining state no longer needs
+(streams.monitor.offsets). Invalid records are counted and skipped, never retried forever: the
+stream workers dead-letter invalid interactions, and the scorer validates what it publishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from schemas.events import InteractionEvent
+from schemas.recommendations import RecommendationResponse
+from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
+from schemas.wire import ContractError, decode
+from streams.drift.profiles import FeatureProfile
+from streams.kafka.consumer import BatchConsumer
+from streams.kafka.producer import EventProducer
+from streams.monitor.metrics import SERVICE, MonitorMetrics
+from streams.monitor.offsets import CommitTracker
+from streams.monitor.pipeline import MonitorPipeline, Published, RecordOutcome
+from streams.monitor.settings import MonitorSettings
+
+logger = logging.getLogger(__name__)
+
+_LAG_EVERY_S = 15.0
+# Co-partitioning: the range assignor gives partition i of both topics to the same instance.
+_CO_PARTITIONED: dict[str, Any] = {"partition.assignment.strategy": "range"}
+
+
+class MonitorService:
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        metrics: MonitorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or MonitorMetrics()
+        self._clock = clock
+        reference = (
+            FeatureProfile.load(settings.psi_reference_path)
+            if settings.psi_reference_path else None
+        )
+        self.pipeline = MonitorPipeline(settings, reference)
+        self.tracker = CommitTracker()
+        kafka = settings.kafka
+        self._responses_topic = kafka.topic(REC_RESPONSES)
+        self._interactions_topic = kafka.topic(INTERACTIONS)
+        self._kpi_topic = kafka.topic(KPI_METRICS)
+        self._alerts_topic = kafka.topic(ALERTS_DRIFT)
+        self.producer = EventProducer(kafka)
+        self.consumer = BatchConsumer(
+            kafka,
+            settings.group_id,
+            [self._responses_topic, self._interactions_topic],
+            on_revoke=self._on_revoke,
+            overrides=_CO_PARTITIONED,
+        )
+        self._last_lag_export = 0.0
+
+    def run(self, stop: threading.Event) -> None:
+        logger.info(
+            "monitor started group=%s responses=%s interactions=%s",
+            self.settings.group_id, self._responses_topic, self._interactions_topic,
+        )
+        try:
+            while not stop.is_set():
+                self.step()
+        finally:
+            self.close()
+
+    def step(self) -> int:
+        """One poll-process-publish-commit cycle; returns the number of records read."""
+        batch = self.consumer.poll_batch(self.settings.batch_size, self.settings.poll_timeout_s)
+        wall = self._clock()
+        for message in batch:
+            self._fold(message, wall)
+        self.tracker.seal()
+        self._publish(self.pipeline.advance(wall))
+        self._commit()
+        self._export_state(wall)
+        return len(batch)
+
+    def _fold(self, message: Message, wall: float) -> None:
+        topic, partition, offset = _position(message)
+        value = message.value()
+        event_time = float("-inf")
+        outcome: RecordOutcome | str
+        try:
+            if topic == self._responses_topic:
+                response = decode(RecommendationResponse, value)
+                outcome = self.pipeline.on_response(response, wall)
+                event_time = response.served_at
+            else:
+                event = decode(InteractionEvent, value)
+                outcome = self.pipeline.on_interaction(event, wall)
+                event_time = event.timestamp
+        except ContractError as error:
+            outcome = "invalid"
+            logger.warning(
+                "invalid record skipped topic=%s partition=%d offset=%d error=%s",
+                topic, partition, offset, error.kind,
+            )
+        if outcome in ("late", "invalid"):
+            event_time = float("-inf")  # holds no state
+        self.metrics.records.labels(topic, outcome).inc()
+        self.tracker.track(topic, partition, offset, event_time)
+
+    def _publish(self, published: Published) -> None:
+        for report in published.reports:
+            self.producer.send(self._kpi_topic, report.model_version, report)
+        for alert in published.alerts:
+            self.producer.send(self._alerts_topic, alert.detector, alert)
+        if published.reports or published.alerts:
+            self.producer.flush()
+            logger.info(
+                "published reports=%d alerts=%d", len(published.reports), len(published.alerts)
+            )
+        # Metrics only after the records are acknowledged, so they never count a lost report.
+        for report in published.reports:
+            self.metrics.report(report)
+        for alert in published.alerts:
+            self.metrics.alert(alert)
+        for feature, value in published.psi.items():
+            self.metrics.psi.labels(feature).set(value)
+
+    def _commit(self) -> None:
+        offsets = self.tracker.release(self.pipeline.horizon())
+        if not offsets:
+            return
+        self.consumer.raw.commit(offsets=offsets, asynchronous=False)
+        self.tracker.committed(offsets)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The new owner re-reads from our last commit: commit what is safe, then let go.
+        try:
+            self._commit()
+        except KafkaException as exc:
+            logger.warning("commit on revoke failed error=%s", exc)
+        for tp in partitions:
+            self.tracker.forget(tp.topic, tp.partition)
+
+    def _export_state(self, wall: float) -> None:
+        m, p = self.metrics, self.pipeline
+        m.pending.set(len(p.join))
+        m.unmatched.set(p.join.unmatched_interactions)
+        m.evicted_early.set(p.join.evicted_early)
+        watermark = p.clock.watermark(wall)
+        if watermark > float("-inf"):
+            m.watermark_lag.set(max(0.0, wall - watermark))
+        for metric, detector in p.detectors.items():
+            m.kpi_estimate.labels(metric).set(detector.estimate)
+        for kind, value in p.freshness_p95().items():
+            m.freshness.labels(kind).set(value)
+        if wall - self._last_lag_export >= _LAG_EVERY_S:
+            self._last_lag_export = wall
+            self._export_lag()
+
+    def _export_lag(self) -> None:
+        consumer = self.consumer.raw
+        try:
+            assignment = consumer.assignment()
+            for tp in consumer.position(assignment):
+                _, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+                lag = high - tp.offset if tp.offset >= 0 else high
+                self.metrics.consumer_lag.labels(SERVICE, tp.topic, str(tp.partition)).set(lag)
+        except KafkaException as exc:
+            logger.warning("lag export failed error=%s", exc)
+
+    def close(self) -> None:
+        """Graceful stop: publish nothing partial, flush, commit what is safe, leave the group."""
+        try:
+            self.producer.flush()
+            self._commit()
+        finally:
+            self.consumer.close()
+            logger.info("monitor stopped pending=%d", len(self.pipeline.join))
+
+
+def _position(message: Message) -> tuple[str, int, int]:
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise KafkaException(f"consumed record without a position topic={topic}")
+    return topic, partition, offset

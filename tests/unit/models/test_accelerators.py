@@ -1,0 +1,49 @@
+"""Accelerator helpers fall back cleanly on CPU; frames pick a backend and compute features."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from models.accelerators import GraphedInference, autocast_context, default_device
+from models.frames import frame_library, temporal_features, to_pandas
+
+
+def test_graphed_inference_runs_eagerly_on_cpu() -> None:
+    model = torch.nn.Linear(4, 2).eval()
+    graphed = GraphedInference(model)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(graphed(x), model(x))
+    assert graphed.replays == 0
+
+
+def test_autocast_is_a_no_op_on_cpu() -> None:
+    with autocast_context(torch.device("cpu")):
+        y = torch.ones(2, 2) @ torch.ones(2, 2)
+    assert y.dtype == torch.float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_graphed_inference_replays_on_cuda() -> None:
+    model = torch.nn.Linear(4, 2).cuda().eval()
+    graphed = GraphedInference(model)
+    x = torch.randn(3, 4, device="cuda")
+    with torch.no_grad():
+        graphed(x)
+        out = graphed(x + 1)
+        assert torch.allclose(out, model(x + 1))
+    assert graphed.replays == 2
+    assert default_device().type == "cuda"
+
+
+def test_temporal_features_on_the_selected_backend() -> None:
+    frame = pd.DataFrame({"user_id": ["a", "a", "b"], "timestamp": [0, 3_600, 21_600]})
+    out = to_pandas(temporal_features(frame))
+    assert out["gap_s"].tolist() == [-1, 3_600, -1]
+    assert out["hour_sin"].iloc[2] == pytest.approx(math.sin(math.pi / 2))
+    assert out["hour_cos"].iloc[0] == pytest.approx(1.0)
+    assert frame_library().__name__ in {"pandas", "cudf"}

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from models.store import ModelStore
+from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.prequential import MISS
+from online_trainer.publisher import Publisher
+from online_trainer.trainer import OnlineTrainer
+from schemas import ModelUpdate
+from streams.kafka.connection import KafkaConnection
+from tests.unit.online_trainer.helpers import TINY, envelopes, settings
+
+
+class RecordingSink:
+    """Collects what would go to model.updates (this is a unit test of pure logic)."""
+
+    def __init__(self) -> None:
+        self.records: list[ModelUpdate] = []
+
+    def send(self, topic: str, key: str, record: ModelUpdate) -> None:
+        self.records.append(record)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        return None
+
+
+def _trainer(tmp: Path, **changes: object) -> tuple[OnlineTrainer, RecordingSink]:
+    sink = RecordingSink()
+    s = settings(tmp, **changes)
+    publisher = Publisher(ModelStore(s.store_dir), sink, KafkaConnection(), s.model_name, 0.5)  # type: ignore[arg-type]
+    return OnlineTrainer(s, s.model, publisher), sink
+
+
+def test_events_are_scored_before_they_are_learned_and_new_items_count_as_misses() -> None:
+    model = OnlineModel(TINY)
+    batch = [Interaction("u", "a", 1), Interaction("u", "b", 2), Interaction("u", "c", 3)]
+    ranks = model.ranks(model.queries(batch))
+    assert ranks == [MISS, MISS]  # the first event has no history; b and c were unknown
+    model.learn(batch)
+    second = [Interaction("u", "a", 4), Interaction("v", "b", 5)]
+    queries = model.queries(second)
+    assert [q.target for q in queries] == [model.items.get("a")]  # v has no history yet
+    assert all(r < MISS for r in model.ranks(queries))
+
+
+def test_repeating_the_previous_item_is_not_a_next_item_example() -> None:
+    model = OnlineModel(TINY)
+    model.learn([Interaction("u", "a", 1)])
+    assert model.queries([Interaction("u", "a", 2)]) == []
+
+
+def test_a_new_item_is_admitted_live_and_the_table_grows_keeping_rows() -> None:
+    model = OnlineModel(TINY)
+    model.learn([Interaction("u", f"i{n}", n) for n in range(10)])
+    before = model.trainer.model.item_embedding.weight.detach().clone()
+    model.learn([Interaction("u", f"new{n}", 100 + n) for n in range(1500)], steps=0)
+    after = model.trainer.model.item_embedding.weight.detach()
+    assert after.shape[0] > before.shape[0]
+    assert torch.equal(after[: before.shape[0]], before)
+    assert model.items.get("new1499") > 0
+
+
+def test_learning_improves_prequential_accuracy_on_a_stationary_stream(tmp_path: Path) -> None:
+    trainer, _ = _trainer(tmp_path)
+    stream = envelopes(6000)
+    for lo in range(0, len(stream), 200):
+        trainer.train_batch(stream[lo : lo + 200])
+    early = trainer.running.summary()
+    late = trainer.running.recent()
+    assert late["hr@10"] > early["hr@10"]
+
+
+def test_first_publication_is_full_and_later_ones_are_gated_deltas_or_full(tmp_path: Path) -> None:
+    trainer, sink = _trainer(tmp_path)
+    stream = envelopes(2000)
+    trainer.train_batch(stream[:1000])
+    first = trainer.maybe_publish()
+    assert first.publish and sink.records[-1].version == "1.0" and sink.records[-1].kind == "full"
+    trainer.train_batch(stream[1000:])
+    trainer.maybe_publish()
+    versions = [r.version for r in sink.records]
+    assert versions[0] == "1.0"
+    if len(versions) > 1:
+        assert versions[1] == "1.1"
+    tensors, manifest = ModelStore(tmp_path / "store").load("session_transformer")
+    assert manifest.version == versions[-1]
+    assert set(manifest.id_maps["item"]) == set(trainer.model.items.mapping())
+    assert torch.equal(tensors["item_bias"], trainer.serving.tensors()["item_bias"])  # type: ignore[union-attr]
+
+
+def test_restart_from_checkpoint_resumes_at_its_offsets_with_the_same_model(tmp_path: Path) -> None:
+    trainer, _ = _trainer(tmp_path)
+    stream = envelopes(1200)
+    trainer.train_batch(stream[:600])
+    trainer.checkpoint()
+    trainer.train_batch(stream[600:900])  # lost in the "crash"
+    restarted, _ = _trainer(tmp_path)
+    assert restarted.state.offsets == {0: 600}
+    assert torch.equal(
+        restarted.model.tensors()["item_bias"][: len(restarted.model.items) + 1],
+        trainer.checkpoints.load(TINY.max_len, 10)[0]["item_bias"][
+            : len(restarted.model.items) + 1
+        ],
+    )
+    # The re-delivered records below the checkpoint are skipped; the rest trained once.
+    restarted.handle(stream[500:1200])
+    assert restarted.state.ledger.ranges == {0: [[0, 1199]]}
+    assert (restarted.state.ledger.overlaps, restarted.state.ledger.gaps) == (0, 0)
+
+
+def test_loss_is_finite_on_every_batch(tmp_path: Path) -> None:
+    trainer, _ = _trainer(tmp_path)
+    stream = envelopes(600)
+    for lo in range(0, 600, 100):
+        interactions = [
+            Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp))
+            for e in stream[lo : lo + 100]
+        ]
+        loss = trainer.model.learn(interactions)
+        assert math.isnan(loss) or math.isfinite(loss)

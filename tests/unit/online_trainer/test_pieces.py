@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from online_trainer.gate import ValidationGate
+from online_trainer.histories import UserHistories
+from online_trainer.ledger import OffsetLedger
+from online_trainer.prequential import MISS, RunningMetrics
+from online_trainer.vocabulary import IdVocabulary
+
+
+def test_vocabulary_admits_on_first_sight_without_collisions_and_never_moves_rows() -> None:
+    vocab = IdVocabulary()
+    assert vocab.admit_all(["a", "b", "a", "c"]) == [1, 2, 1, 3]
+    assert vocab.get("zzz") == 0
+    again = IdVocabulary(vocab.mapping())
+    assert again.admit("d") == 4
+    assert [again.id_of(r) for r in (1, 2, 3, 4)] == ["a", "b", "c", "d"]
+
+
+def test_vocabulary_rejects_a_mapping_with_gaps() -> None:
+    with pytest.raises(ValueError, match="without gaps"):
+        IdVocabulary({"a": 1, "b": 3})
+
+
+def test_histories_keep_the_last_events_and_evict_the_least_recent_user() -> None:
+    histories = UserHistories(max_len=3, max_users=2)
+    for t, item in enumerate([1, 2, 3, 4]):
+        histories.append("u1", item, t)
+    histories.append("u2", 9, 10)
+    histories.append("u1", 5, 11)  # u1 becomes the most recent
+    histories.append("u3", 7, 12)  # evicts u2
+    items, times = histories.get("u1")
+    assert items.tolist() == [3, 4, 5] and times.tolist() == [2, 3, 11]
+    assert len(histories.get("u2")[0]) == 0
+    restored = UserHistories.from_state(histories.to_state(), 3, 2)
+    assert restored.get("u1")[0].tolist() == [3, 4, 5]
+
+
+def test_ledger_merges_contiguous_batches_and_flags_overlaps_and_gaps() -> None:
+    ledger = OffsetLedger()
+    ledger.record(0, 0, 9)
+    ledger.record(0, 10, 19)
+    ledger.record(1, 0, 4)
+    assert ledger.ranges == {0: [[0, 19]], 1: [[0, 4]]}
+    assert (ledger.overlaps, ledger.gaps, ledger.trained_count()) == (0, 0, 25)
+    ledger.record(0, 15, 25)
+    ledger.record(1, 8, 9)
+    assert (ledger.overlaps, ledger.gaps) == (1, 1)
+    assert OffsetLedger.from_state(ledger.to_state()) == ledger
+
+
+def test_running_metrics_hand_computed() -> None:
+    metrics = RunningMetrics(window=2)
+    metrics.add([1.0, 3.0, MISS])
+    summary = metrics.summary()
+    assert summary["hr@10"] == pytest.approx(2 / 3)
+    assert summary["ndcg@10"] == pytest.approx((1.0 + 1 / math.log2(4)) / 3)
+    assert metrics.recent()["hr@10"] == pytest.approx(0.5)
+
+
+def test_gate_holds_a_worse_candidate_and_publishes_within_the_margin() -> None:
+    gate = ValidationGate("hr@10", margin=0.05, window=100, min_events=4)
+    assert gate.decide(has_serving=False).publish
+    gate.observe([1, 1], [1, 1])
+    assert not gate.decide(has_serving=True).publish  # too few held-out events
+    gate.observe([MISS, MISS, MISS, 1], [1, 1, 1, 1])
+    held = gate.decide(has_serving=True)
+    assert not held.publish and held.candidate < held.serving
+    gate.reset_serving()
+    gate.observe([1, 1, 1, MISS], [1, 1, 1, 1])
+    gate.observe([1] * 16, [1] * 16)
+    assert gate.decide(has_serving=True).publish  # 0.95 vs 1.0: inside the 0.05 margin
+
+
+def test_gate_refuses_windows_of_different_events() -> None:
+    with pytest.raises(ValueError, match="same events"):
+        ValidationGate("hr@10", 0.0, 10, 1).observe([1.0], [])

@@ -1,0 +1,48 @@
+"""Builders for the records the monitor consumes (shared by this package's tests)."""
+
+from __future__ import annotations
+
+from schemas.events import EventContext, EventType, InteractionEvent
+from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
+
+T0 = 1_750_000_000.0
+
+
+def response(
+    request_id: str,
+    user: str = "u1",
+    items: tuple[str, ...] = ("a", "b", "c"),
+    served_at: float = T0,
+    version: str | None = "v1",
+    feature_freshness_ms: float | None = None,
+) -> RecommendationResponse:
+    return RecommendationResponse(
+        request_id=request_id,
+        user_id=user,
+        status="ok",
+        items=[ScoredItem(item_id=i, score=1.0) for i in items],
+        model_version=version,
+        served_at=served_at,
+        feature_freshness_ms=feature_freshness_ms,
+    )
+
+
+def error_response(request_id: str, served_at: float = T0) -> RecommendationResponse:
+    return RecommendationResponse(
+        request_id=request_id, user_id="u1", status="error", served_at=served_at,
+        error=ResponseError(code="internal", message="boom"),
+    )
+
+
+def interaction(
+    item: str,
+    at: float,
+    kind: EventType = EventType.CLICK,
+    user: str = "u1",
+    request_id: str | None = None,
+    event_id: str = "e1",
+) -> InteractionEvent:
+    return InteractionEvent(
+        event_id=event_id, user_id=user, session_id="s1", item_id=item, event_type=kind,
+        timestamp=at, context=EventContext(request_id=request_id) if request_id else None,
+    )

@@ -1,0 +1,51 @@
+import pytest
+
+from streams.monitor.attribution import ResponseOutcome
+from streams.monitor.windows import KpiWindows
+
+T0 = 1_750_000_200.0  # a multiple of 300 s: window boundaries fall on round numbers
+
+
+def outcome(at: float, hit: bool = False, click: bool = False, buy: bool = False,
+            version: str = "v1") -> ResponseOutcome:
+    return ResponseOutcome(version, at, hit, click, buy)
+
+
+def test_a_window_reports_counts_and_rates_per_model_version() -> None:
+    windows = KpiWindows(size_s=300, k=10)
+    for o in [
+        outcome(T0, hit=True, click=True),
+        outcome(T0 + 10, hit=True, buy=True),
+        outcome(T0 + 20),
+        outcome(T0 + 30),
+        outcome(T0 + 40, hit=True, click=True, version="v2"),
+    ]:
+        windows.add(o)
+    reports = {r.model_version: r for r in windows.close(T0 + 300)}
+    v1 = reports["v1"]
+    assert (v1.window_start, v1.window_end, v1.k) == (T0, T0 + 300, 10)
+    assert (v1.responses, v1.hits, v1.clicks, v1.conversions) == (4, 2, 1, 1)
+    assert (v1.hit_rate_at_k, v1.ctr, v1.conversion_rate) == (0.5, 0.25, 0.25)
+    assert reports["v2"].responses == 1
+
+
+def test_windows_stay_open_until_their_end_passes() -> None:
+    windows = KpiWindows(size_s=300, k=10)
+    windows.add(outcome(T0 + 5))
+    windows.add(outcome(T0 + 305))
+    assert windows.close(T0 + 299) == []
+    assert [r.window_start for r in windows.close(T0 + 300)] == [T0]
+    assert windows.oldest_start == T0 + 300
+
+
+def test_outcomes_for_reported_windows_are_counted_late_not_reopened() -> None:
+    windows = KpiWindows(size_s=300, k=10)
+    windows.add(outcome(T0))
+    windows.close(T0 + 300)
+    assert not windows.add(outcome(T0 + 100))
+    assert windows.late == 1
+    assert windows.close(T0 + 600) == []
+
+
+def test_windows_are_aligned_to_their_size() -> None:
+    assert KpiWindows(size_s=300, k=1).start_of(T0 + 299.9) == pytest.approx(T0)
