@@ -73,7 +73,7 @@ class GraphedInference:
     @torch.no_grad()
     def _capture(self, inputs: tuple[torch.Tensor, ...]) -> None:
         self._inputs = tuple(t.clone() for t in inputs)
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # warm-up outside the graph, as CUDA graphs require
             for _ in range(self.warmup):

@@ -27,8 +27,10 @@ def eval_command(
     exclude_seen: bool = typer.Option(
         True, "--exclude-seen/--include-seen", help="Drop already-seen items from rankings."
     ),
-    epochs: int = typer.Option(200, help="Max session Transformer epochs (early stopping)."),
-    time_budget_s: float = typer.Option(540.0, help="Wall-clock cap of Transformer training."),
+    epochs: int | None = typer.Option(
+        None, help="Max session Transformer epochs (default: the config's; early stopping)."
+    ),
+    time_budget_s: float = typer.Option(1200.0, help="Wall-clock cap of Transformer training."),
     threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
     seed: int = typer.Option(0, help="Seed of every random choice (deterministic eval)."),
 ) -> None:
@@ -39,9 +41,10 @@ def eval_command(
     if (dataset is None) == (interactions is None):
         raise typer.BadParameter("give exactly one of --dataset or --interactions")
     name, frame = load_frame(dataset, interactions)
-    config = SessionTransformerConfig(
-        epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed
-    )
+    overrides: dict[str, Any] = {"time_budget_s": time_budget_s, "threads": threads, "seed": seed}
+    if epochs is not None:
+        overrides["epochs"] = epochs
+    config = SessionTransformerConfig(**overrides)
     report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,8 +77,10 @@ def bench_train(
     json_path: Path = typer.Option(
         Path("bench/results/train_ml100k.json"), "--json", help="Write the bench JSON here."
     ),
-    epochs: int = typer.Option(200, help="Max epochs (early stopping on validation)."),
-    time_budget_s: float = typer.Option(540.0, help="Wall-clock cap of training."),
+    epochs: int | None = typer.Option(
+        None, help="Max epochs (default: the config's; early stopping on validation)."
+    ),
+    time_budget_s: float = typer.Option(1200.0, help="Wall-clock cap of training."),
     threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
     seed: int = typer.Option(0, help="Seed."),
 ) -> None:

@@ -37,7 +37,7 @@ class DatasetError(RuntimeError):
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - fixed https URLs
+    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp:
         body: bytes = resp.read()
     return body
 

@@ -118,8 +118,10 @@ class _Tier:
     def _grow(self, rows: int) -> None:
         old = len(self)
         extra = rows - old
-        self.weights = torch.cat([self.weights, self.weights.new_zeros(extra, self.weights.shape[1])])
-        self.accumulator = torch.cat([self.accumulator, self.accumulator.new_full((extra,), self.init)])
+        width = self.weights.shape[1]
+        self.weights = torch.cat([self.weights, self.weights.new_zeros(extra, width)])
+        extra_acc = self.accumulator.new_full((extra,), self.init)
+        self.accumulator = torch.cat([self.accumulator, extra_acc])
         self.owner = torch.cat([self.owner, torch.full((extra,), UNASSIGNED, dtype=torch.int64)])
         self.free.extend(range(rows - 1, old - 1, -1))
 
@@ -185,7 +187,10 @@ class FusedEmbedding:
         if slot is not None:
             self._tier[row], self._slot[row] = 0, slot
             return
-        self._tier[row], self._slot[row] = 1, self._cold.allocate(row)
+        cold_slot = self._cold.allocate(row)
+        if cold_slot is None:  # unbounded tier: cannot happen, kept for the type checker
+            raise RuntimeError("host tier refused a row")
+        self._tier[row], self._slot[row] = 1, cold_slot
 
     def _reset_row(self, row: int) -> None:
         tier = self._hot if int(self._tier[row]) == 0 else self._cold
@@ -238,6 +243,7 @@ class FusedEmbedding:
         unique, inverse = torch.unique(rows, return_inverse=True)
         summed = torch.zeros(len(unique), self.width, device=grad.device, dtype=grad.dtype)
         summed.index_add_(0, inverse.to(grad.device), grad)
+        summed[:, self.config.dim :] = 0.0  # alignment padding stays zero
         for tier_id, tier in ((0, self._hot), (1, self._cold)):
             mask = self._tier[unique] == tier_id
             if not bool(mask.any()):
@@ -260,6 +266,9 @@ class FusedEmbedding:
         ]
         for key in expired:
             self._free.append(self.ids.pop(key))
+        # Sub-threshold sighting counts are dropped too, so "min_count sightings" means within
+        # one TTL period and the pending map stays bounded.
+        self._pending.clear()
         if expired:
             log.info("evicted rows=%d ttl_s=%s", len(expired), self.config.ttl_s)
         return len(expired)

@@ -26,7 +26,7 @@ def frame_library() -> ModuleType:
     """``cudf`` if it imports (a CUDA machine with RAPIDS), else ``pandas``."""
     try:
         module = importlib.import_module("cudf")
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no cudf here"
+    except Exception as exc:
         log.debug("cudf unavailable, using pandas reason=%s", exc)
         return importlib.import_module("pandas")
     log.info("frame backend=cudf")

@@ -30,7 +30,7 @@ def target_ranks(scores: FloatArray, targets: IntArray) -> IntArray:
     rows = np.arange(len(targets))
     target_scores = scores[rows, targets]
     at_least = (scores >= target_scores[:, None]).sum(axis=1)  # includes the target itself
-    ranks = at_least.astype(np.int64)
+    ranks: IntArray = at_least.astype(np.int64)
     ranks[~np.isfinite(target_scores)] = NEVER
     return ranks
 

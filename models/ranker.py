@@ -21,6 +21,8 @@ API: ``DLRMRanker(config)``; ``forward(dense, sparse) -> logits [batch]``;
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F  # noqa: N812 - torch convention
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,7 +48,7 @@ class DLRMConfig(BaseModel):
 
 def _mlp(sizes: list[int], final_activation: bool) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(a, b))
         if final_activation or i < len(sizes) - 2:
             layers.append(nn.ReLU())
@@ -65,6 +67,8 @@ class DLRMRanker(nn.Module):
         n_vectors = config.n_sparse + 1
         n_pairs = n_vectors * (n_vectors - 1) // 2
         self.top = _mlp([self.dim + n_pairs, *config.top_mlp, 1], False)
+        self.pair_rows: torch.Tensor
+        self.pair_cols: torch.Tensor
         rows, cols = torch.triu_indices(n_vectors, n_vectors, offset=1)
         self.register_buffer("pair_rows", rows, persistent=False)
         self.register_buffer("pair_cols", cols, persistent=False)

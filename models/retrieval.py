@@ -68,6 +68,7 @@ class FaissItemIndex:
     def __init__(self, config: RetrievalConfig | None = None) -> None:
         self.config = config or RetrievalConfig()
         self._index: faiss.Index | None = None
+        self._hnsw: faiss.IndexHNSWFlat | None = None
         self.kind = "empty"
         if self.config.threads:
             faiss.omp_set_num_threads(self.config.threads)
@@ -86,6 +87,7 @@ class FaissItemIndex:
         if len(ids) != len(vectors):
             raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
         dim = vectors.shape[1]
+        self._hnsw = None
         self.kind = self._choose_kind(len(ids))
         base = self._make_base(self.kind, dim, len(ids))
         if not base.is_trained:
@@ -102,6 +104,7 @@ class FaissItemIndex:
         if kind == "hnsw":
             hnsw = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction = cfg.hnsw_ef_construction
+            self._hnsw = hnsw
             return hnsw
         nlist = max(1, min(n // 39, int(cfg.ivf_lists_per_sqrt * np.sqrt(n))))
         ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -112,11 +115,9 @@ class FaissItemIndex:
         if self._index is None:
             raise RuntimeError("search before build")
         n = min(n, len(self))
-        if self.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=max(n, self.config.hnsw_ef_search))
-            scores, ids = self._index.search(_rows(queries), n, params=params)
-        else:
-            scores, ids = self._index.search(_rows(queries), n)
+        if self._hnsw is not None:  # the beam must be at least as wide as the answer
+            self._hnsw.hnsw.efSearch = max(n, self.config.hnsw_ef_search)
+        scores, ids = self._index.search(_rows(queries), n)
         return scores.astype(np.float32), ids.astype(np.int64)
 
 

@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,7 @@ import torch.nn.functional as F  # noqa: N812 - torch convention
 
 from models.accelerators import autocast_context, default_device
 from models.embeddings import grow_optimizer_state
+from models.item_init import spectral_item_vectors
 from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
@@ -82,7 +84,7 @@ def make_batch(
     Targets never reach past the sequence end (the caller passes training events only).
     """
     windows = [_window(len(s), max_len, rng) for s in items]
-    length = max(1, max(end - start for start, end in windows))
+    length = max([1, *(end - start for start, end in windows)])
     x = np.zeros((len(items), length), dtype=np.int64)
     g = np.full((len(items), length), -1, dtype=np.int64)
     y = np.zeros((len(items), length, future_window), dtype=np.int64)
@@ -118,10 +120,12 @@ class SessionTrainer:
     ) -> None:
         self.config = config
         self.device = device or default_device()
+        if config.threads:
+            torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.model = SessionTransformer(n_items, config).to(self.device)
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+            _param_groups(self.model, config), lr=config.lr, weight_decay=config.weight_decay
         )
         self._rng = np.random.default_rng(config.seed)
 
@@ -132,6 +136,13 @@ class SessionTrainer:
         if self.model.n_items > before:
             grow_optimizer_state(self.optimizer, self.model.item_embedding.weight)
             grow_optimizer_state(self.optimizer, self.model.item_bias)
+
+    @torch.no_grad()
+    def init_items_from(self, train: UserSequences) -> None:
+        """Starts the item table from co-occurrence (see :mod:`models.item_init`)."""
+        vectors = spectral_item_vectors(train, self.model.dim, self.config.seed)
+        scale = self.model.item_embedding.weight[1:].norm(dim=1).mean()
+        self.model.item_embedding.weight.copy_(vectors.to(self.device) * scale)
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Cross-entropy of the next item (and, weighted down, of the few after it)."""
@@ -145,6 +156,8 @@ class SessionTrainer:
                 return self._sampled_loss(picked, future[:, 0])
             logits = self.model.logits(picked).float()
             logits[:, 0] = -torch.inf
+            if self.config.mask_seen:
+                logits = _mask_seen(logits, items, mask, future[:, 0])
             next_loss = F.cross_entropy(
                 logits, future[:, 0], label_smoothing=self.config.label_smoothing
             )
@@ -159,7 +172,8 @@ class SessionTrainer:
         # next one are nearly as informative a target; weights decay geometrically.
         log_probs = torch.log_softmax(logits[:, 1:], dim=1)
         picked = torch.gather(log_probs, 1, (future[:, 1:] - 1).clamp(min=0))
-        valid = (future[:, 1:] > 0).float()
+        valid = ((future[:, 1:] > 0) & torch.isfinite(picked)).float()
+        picked = torch.nan_to_num(picked, neginf=0.0)
         weights = self.config.future_decay ** torch.arange(
             1, future.shape[1], device=logits.device, dtype=torch.float32
         )
@@ -202,41 +216,49 @@ class SessionTrainer:
     def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
         """Offline training with warm-up + cosine schedule and validation early stopping."""
         cfg = self.config
+        if cfg.spectral_init:
+            self.init_items_from(train)
         users = [u for u, s in enumerate(train.items) if len(s) >= 2]
         lengths = {u: min(len(train.items[u]) - 1, cfg.max_len) for u in users}
         steps_per_epoch = math.ceil(len(users) / cfg.batch_size)
         schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         start = time.perf_counter()
-        best = (-1.0, 0, copy.deepcopy(self.model.state_dict()))
-        history: list[tuple[int, float, float]] = []
-        examples, stale, epoch = 0, 0, 0
+        tracker = _BestTracker(cfg.patience)
+        examples, epoch = 0, 0
         for epoch in range(1, cfg.epochs + 1):
-            for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
-                batch = make_batch(
-                    [train.items[u] for u in chunk], [train.times[u] for u in chunk],
-                    cfg.max_len, self._rng if cfg.random_crops else None, cfg.future_window,
-                )
-                self._step(batch)
-                schedule.step()
-                examples += int((batch.targets[..., 0] > 0).sum())
+            examples += self._epoch(train, lengths, schedule)
             elapsed = time.perf_counter() - start
             out_of_time = elapsed > cfg.time_budget_s
-            if validation is None or (epoch % cfg.eval_every and not out_of_time):
-                if out_of_time:
+            if out_of_time:
+                log.warning("time budget reached epoch=%d elapsed_s=%.1f", epoch, elapsed)
+            if validation is not None and (epoch % cfg.eval_every == 0 or out_of_time):
+                ndcg = self.evaluate(validation)["ndcg@10"]
+                log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)
+                if tracker.update(epoch, elapsed, ndcg, self.model):
                     break
-                continue
-            ndcg = self.evaluate(validation)["ndcg@10"]
-            history.append((epoch, elapsed, ndcg))
-            log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)
-            if ndcg > best[0]:
-                best, stale = (ndcg, epoch, copy.deepcopy(self.model.state_dict())), 0
-            else:
-                stale += 1
-            if stale >= cfg.patience or out_of_time:
+            if out_of_time:
                 break
-        if validation is not None:
-            self.model.load_state_dict(best[2])
-        return FitReport(epoch, best[1], best[0], time.perf_counter() - start, examples, history)
+        if validation is not None and tracker.state is not None:
+            self.model.load_state_dict(tracker.state)
+        return FitReport(epoch, tracker.best_epoch, tracker.best, time.perf_counter() - start,
+                         examples, tracker.history)
+
+    def _epoch(
+        self, train: UserSequences, lengths: dict[int, int],
+        schedule: torch.optim.lr_scheduler.LambdaLR,
+    ) -> int:
+        """One pass over the training users; returns the number of predicted positions."""
+        cfg = self.config
+        examples = 0
+        for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
+            batch = make_batch(
+                [train.items[u] for u in chunk], [train.times[u] for u in chunk],
+                cfg.max_len, self._rng if cfg.random_crops else None, cfg.future_window,
+            )
+            self._step(batch)
+            schedule.step()
+            examples += int((batch.targets[..., 0] > 0).sum())
+        return examples
 
     @torch.no_grad()
     def encode_histories(self, histories: list[IntArray], times: list[IntArray]) -> torch.Tensor:
@@ -258,6 +280,59 @@ class SessionTrainer:
     def evaluate(self, queries: Queries) -> dict[str, float]:
         scores = exclude(self.score(queries), queries.histories)
         return metrics_from_ranks(target_ranks(scores, queries.targets))
+
+
+class _BestTracker:
+    """Keeps the best validation weights; says when patience ran out."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best = -1.0
+        self.best_epoch = 0
+        self.state: dict[str, Any] | None = None
+        self.stale = 0
+        self.history: list[tuple[int, float, float]] = []
+
+    def update(self, epoch: int, elapsed: float, ndcg: float, model: torch.nn.Module) -> bool:
+        """Records a check; returns True when training should stop."""
+        self.history.append((epoch, elapsed, ndcg))
+        if ndcg > self.best:
+            self.best, self.best_epoch, self.stale = ndcg, epoch, 0
+            self.state = copy.deepcopy(model.state_dict())
+            return False
+        self.stale += 1
+        return self.stale >= self.patience
+
+
+def _mask_seen(
+    logits: torch.Tensor, items: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
+    """Removes items already in each prefix from that position's softmax (never the target).
+
+    Serving filters already-seen items (DESIGN.md §6), so pushing them down is wasted effort,
+    and a harmful one: they resemble the next item more than any random negative does.
+    """
+    batch, length = items.shape
+    positions = torch.arange(length, device=items.device).expand(batch, length)
+    first = torch.full((batch, logits.shape[1]), length, device=items.device, dtype=torch.int64)
+    first.scatter_reduce_(1, items, positions, reduce="amin")
+    rows, steps = mask.nonzero(as_tuple=True)
+    seen = first[rows] <= steps[:, None]
+    seen[torch.arange(len(targets), device=items.device), targets] = False
+    return logits.masked_fill(seen, -torch.inf)
+
+
+def _param_groups(
+    model: SessionTransformer, cfg: SessionTransformerConfig
+) -> list[dict[str, Any]]:
+    """The item table (and bias) may learn slower than the encoder: it overfits first."""
+    items = [model.item_embedding.weight, model.item_bias]
+    ids = {id(p) for p in items}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    return [
+        {"params": rest, "lr": cfg.lr},
+        {"params": items, "lr": cfg.lr * cfg.item_lr_multiplier},
+    ]
 
 
 def _bucketed_batches(

@@ -21,7 +21,7 @@ class SessionTransformerConfig(BaseModel):
     layers: int = Field(2, ge=1, description="Transformer encoder layers.")
     ffn_multiplier: int = Field(2, ge=1, description="Feed-forward width as a multiple of dim.")
     max_len: int = Field(200, ge=2, description="Most recent events the encoder reads.")
-    dropout: float = Field(0.2, ge=0.0, lt=1.0, description="Dropout on inputs and in layers.")
+    dropout: float = Field(0.3, ge=0.0, lt=1.0, description="Dropout on inputs and in layers.")
     loss: Literal["softmax", "sampled"] = Field(
         "softmax", description="Full softmax over the catalog, or sampled softmax."
     )
@@ -30,19 +30,30 @@ class SessionTransformerConfig(BaseModel):
         1, ge=1, description="Items ahead used as targets per position (1 = next item only)."
     )
     future_decay: float = Field(0.5, gt=0.0, le=1.0, description="Weight decay per step ahead.")
+    mask_seen: bool = Field(
+        True, description="Drop each prefix's own items from its softmax (serving filters them)."
+    )
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0, description="Cross-entropy smoothing.")
-    lr: float = Field(1e-3, gt=0.0, description="Peak AdamW learning rate.")
+    lr: float = Field(2e-3, gt=0.0, description="Peak AdamW learning rate.")
+    item_lr_multiplier: float = Field(
+        0.1, gt=0.0, description="Learning-rate factor of the item table and bias."
+    )
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW decoupled weight decay.")
     warmup_frac: float = Field(0.05, ge=0.0, lt=1.0, description="Linear warm-up share of steps.")
     min_lr_frac: float = Field(0.05, ge=0.0, le=1.0, description="Cosine floor as lr share.")
     grad_clip: float = Field(1.0, gt=0.0, description="Global gradient-norm clip.")
-    epochs: int = Field(200, ge=1, description="Passes over the training sequences.")
-    batch_size: int = Field(128, ge=1, description="Sequences per optimisation step.")
+    epochs: int = Field(60, ge=1, description="Passes over the training sequences.")
+    batch_size: int = Field(32, ge=1, description="Sequences per optimisation step.")
+    spectral_init: bool = Field(
+        True, description="Start item vectors from training co-occurrence (models.item_init)."
+    )
     random_crops: bool = Field(
         True, description="Long sequences: a random max_len window per epoch, not only the last."
     )
-    eval_every: int = Field(10, ge=1, description="Epochs between validation checks.")
-    patience: int = Field(5, ge=1, description="Checks without improvement before stopping.")
-    time_budget_s: float = Field(540.0, gt=0.0, description="Wall-clock cap for fit().")
+    eval_every: int = Field(5, ge=1, description="Epochs between validation checks.")
+    patience: int = Field(4, ge=1, description="Checks without improvement before stopping.")
+    time_budget_s: float = Field(
+        1200.0, gt=0.0, description="Wall-clock safety cap for fit() (a shared CPU runs slow)."
+    )
     seed: int = Field(0, description="Seed for initialisation, batching and dropout.")
     threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's default.")

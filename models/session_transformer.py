@@ -6,7 +6,9 @@ features, DESIGN.md §3). Sequences are left-aligned (right-padded), so with a c
 position never attends to padding. Item embeddings are tied between input and output; scores are
 ``h . E_j + b_j`` over *all* items and training minimises a full-softmax cross-entropy at every
 position (next-item prediction), which ML-sized catalogs afford; for large catalogs
-``loss="sampled"`` draws ``n_negatives`` shared uniform negatives per batch with logQ correction.
+``loss="sampled"`` draws ``n_negatives`` shared uniform negatives per batch (uniform sampling
+needs no logQ correction). With ``mask_seen`` (full softmax only) the items already in a prefix
+are left out of that position's softmax, as serving filters them.
 
 Public API (used by the trainer and the scorer):
 

@@ -97,8 +97,7 @@ def main() -> None:
     raw = json.loads(args.data.read_text())
     interactions = [Interaction(u, i, int(t)) for u, i, t in raw["events"]]
     base = OnlineModel(config, IdVocabulary(raw["items"]))
-    trainer = AllReduceTrainer(len(base.items) + 1, config)
-    result = full_retrain(interactions, base, config, "scratch", trainer=trainer)
+    result = full_retrain(interactions, base, config, "scratch", trainer_factory=AllReduceTrainer)
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
         save_file(

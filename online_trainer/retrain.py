@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,18 +69,18 @@ def full_retrain(
     config: SessionTransformerConfig,
     mode: Mode = "scratch",
     max_users: int = 1_000_000,
-    trainer: SessionTrainer | None = None,
+    trainer_factory: Callable[[int, SessionTransformerConfig], SessionTrainer] = SessionTrainer,
 ) -> RetrainResult:
     items = IdVocabulary(current.items.mapping())
     train, validation, sequences = split_recent(interactions, items)
     model = OnlineModel(config, items, UserHistories(config.max_len, max_users), max_users)
-    if trainer is not None:
-        model.trainer = trainer
-    model.ensure_capacity()
+    # fit() sizes its item initialisation to the catalog: the table is exactly the catalog here,
+    # and gets its growth headroom back after training.
+    model.trainer = trainer_factory(len(items), config)
     if mode == "warm":
-        model.load_tensors(current.tensors())
-        model.ensure_capacity()
+        _copy_known_rows(current, model, config)
     report = model.trainer.fit(train, validation if len(validation.targets) else None)
+    model.ensure_capacity()
     metrics = model.trainer.evaluate(validation) if len(validation.targets) else {}
     for user, (seq, ts) in sequences.items():
         for row, t in zip(seq, ts, strict=True):
@@ -93,3 +94,21 @@ def full_retrain(
         metrics,
     )
     return RetrainResult(model, report, metrics)
+
+
+def _copy_known_rows(
+    current: OnlineModel, model: OnlineModel, config: SessionTransformerConfig
+) -> None:
+    """Warm start: every weight of the current model, item rows for the ids it already knew
+    (rows never move, so row r means the same item in both); new ids keep their initialisation.
+    The spectral item initialisation would overwrite the warm rows, so it is switched off."""
+    model.trainer.config = config.model_copy(update={"spectral_init": False})
+    source = current.tensors()
+    target = model.trainer.model.state_dict()
+    for name, tensor in source.items():
+        if name in {"item_embedding.weight", "item_bias"}:
+            rows = min(len(tensor), len(target[name]))
+            target[name][:rows] = tensor[:rows]
+        elif name in target and target[name].shape == tensor.shape:
+            target[name].copy_(tensor)
+    model.trainer.model.load_state_dict(target)

@@ -64,12 +64,16 @@ class TrainerService:
             settings.kafka,
             settings.alerts_group_id,
             [settings.kafka.topic(ALERTS_DRIFT)],
-            auto_offset_reset="latest",
+            # Earliest, so an alert raised while the trainer (re)starts is not missed; stale
+            # ones from before the start are ignored by age instead.
+            auto_offset_reset="earliest",
         )
+        self.started_at = time.time()
         self._retrain: threading.Thread | None = None
         self._retrain_result: RetrainResult | None = None
         self._retrain_ends: dict[int, int] = {}
         self.retrains = 0
+        self.retrain_failures = 0
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The checkpoint, not the group's committed offsets, says where the model stands.
@@ -83,6 +87,8 @@ class TrainerService:
         idle_since = time.monotonic()
         while not stop.is_set():
             consumed = self.loop.run_once()
+            if not consumed:
+                self.trainer.tick()
             self._poll_alerts()
             self._finish_retrain()
             if consumed or self._retrain is not None:
@@ -107,7 +113,8 @@ class TrainerService:
             except ContractError:
                 logger.warning("ignored invalid alert offset=%s", message.offset())
                 continue
-            if alert.suggested_action == "retrain":
+            fresh = alert.detected_at >= self.started_at - self.settings.alert_max_age_s
+            if alert.suggested_action == "retrain" and fresh:
                 logger.warning(
                     "drift alert detector=%s metric=%s -> retrain", alert.detector, alert.metric
                 )
@@ -126,6 +133,14 @@ class TrainerService:
         return True
 
     def _run_retrain(self, mode: Mode) -> None:
+        try:
+            self._retrain_once(mode)
+        except Exception:
+            # The online loop keeps serving the current model; the next alert will try again.
+            logger.exception("full retrain failed mode=%s", mode)
+            self.retrain_failures += 1
+
+    def _retrain_once(self, mode: Mode) -> None:
         replay = replay_window(self.settings.kafka, time.time() - self.settings.retrain_window_s)
         interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
         config = self.trainer.config.model_copy(

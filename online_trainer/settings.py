@@ -59,3 +59,6 @@ class TrainSettings(ServiceSettings):
         "scratch", description="Full retrain from a fresh initialisation or from current weights."
     )
     alerts_group_id: str = Field("streamrec-trainer-alerts", description="Group on alerts.drift.")
+    alert_max_age_s: float = Field(
+        600.0, gt=0, description="Alerts older than this when the trainer starts are ignored."
+    )

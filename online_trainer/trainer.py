@@ -137,7 +137,14 @@ class OnlineTrainer:
         self.metrics.observe_batch(len(batch), time.perf_counter() - started, loss, self.running)
         if self.state.batches % self.settings.checkpoint_every_batches == 0:
             self.checkpoint()
-        if self.clock() - self._last_publish >= self.settings.publish_every_s:
+        self.tick()
+
+    def tick(self) -> None:
+        """Publication cadence; also called when idle, so the last events of a burst publish."""
+        if (
+            self._pending.events
+            and self.clock() - self._last_publish >= self.settings.publish_every_s
+        ):
             self.maybe_publish()
 
     def _account(self, batch: list[Envelope[InteractionEvent]]) -> None:
@@ -165,6 +172,7 @@ class OnlineTrainer:
             if not decision.publish:
                 logger.info("gate held candidate reason=%s", decision.reason)
             return decision
+        logger.info("gate passed candidate reason=%s", decision.reason)
         self.publish(decision, major=self.state.serving_version is None)
         return decision
 

@@ -171,7 +171,12 @@ class ModelRegistry:
 
     def _reconcile(self, desired: Desired) -> None:
         current = self._routing
-        serving = self._deployment(desired.serving, current)
+        serving = None
+        # A serving version that fails to load falls back to the newest earlier one that loads.
+        for want in (desired.serving, *reversed(desired.previous)):
+            serving = self._deployment(want, current)
+            if serving is not None or want is None:
+                break
         canary = self._deployment(desired.canary, current)
         routing = Routing(serving, canary, current.canary_share)
         if routing != current:
@@ -191,7 +196,7 @@ class ModelRegistry:
                 # Promotion reuses the canary's bundle: no reload, no pause.
                 return loaded if loaded.update == update else replace(loaded, update=update)
         if update.version in self._failed:
-            return _keep(current, update)
+            return None
         try:
             bundle = self._loader(update)
         except Exception as error:  # a broken checkpoint must never stop serving
@@ -200,13 +205,8 @@ class ModelRegistry:
             )
             with self._changed:
                 self._failed.add(update.version)
-            return _keep(current, update)
+            return None
         return Deployment(update, bundle, self._clock())
-
-
-def _keep(current: Routing, update: ModelUpdate) -> Deployment | None:
-    """After a failed load, the same role keeps what it had (serving stays up)."""
-    return current.serving if update.stage == "serving" else None
 
 
 def _same(want: ModelUpdate | None, have: Deployment | None, failed: set[str]) -> bool:

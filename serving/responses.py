@@ -6,10 +6,10 @@ import json
 import re
 from typing import Any, Literal
 
-from schemas.recommendations import RecommendationResponse, ResponseError
 from schemas.limits import MAX_ID_LENGTH, MAX_TEXT_LENGTH
+from schemas.recommendations import RecommendationResponse, ResponseError
 
-_ID = re.compile(r"^[\x21-\x7e]{1,%d}$" % MAX_ID_LENGTH)
+_ID = re.compile(rf"^[\x21-\x7e]{{1,{MAX_ID_LENGTH}}}$")
 
 
 def recover_ids(raw: bytes | None) -> tuple[str, str] | None:
@@ -23,9 +23,10 @@ def recover_ids(raw: bytes | None) -> tuple[str, str] | None:
     if not isinstance(document, dict):
         return None
     request_id, user_id = document.get("request_id"), document.get("user_id")
-    if isinstance(request_id, str) and isinstance(user_id, str):
-        if _ID.match(request_id) and _ID.match(user_id):
-            return request_id, user_id
+    if not (isinstance(request_id, str) and isinstance(user_id, str)):
+        return None
+    if _ID.match(request_id) and _ID.match(user_id):
+        return request_id, user_id
     return None
 
 

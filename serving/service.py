@@ -20,8 +20,10 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
+from pydantic import BaseModel
 
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
@@ -43,6 +45,7 @@ from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
 SERVICE = "scorer"
+R = TypeVar("R", bound=BaseModel)
 
 
 class RespondingDeadLetters(DeadLetterWriter):
@@ -93,8 +96,20 @@ class LoggedDeadLetters(DeadLetterWriter):
 class TimedLoop(ContractLoop[RecommendationRequest]):
     """The shared loop, with the scorer's latency histogram around each micro-batch."""
 
-    def __init__(self, metrics: ServeMetrics, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        metrics: ServeMetrics,
+        consumer: BatchConsumer,
+        handler: Callable[[list[Envelope[RecommendationRequest]]], list[RecordRejected]],
+        producer: EventProducer,
+        dead_letters: DeadLetterWriter,
+        batch_size: int,
+        batch_timeout_s: float,
+    ) -> None:
+        super().__init__(
+            consumer, RecommendationRequest, handler, producer, dead_letters,
+            batch_size=batch_size, batch_timeout_s=batch_timeout_s,
+        )
         self._metrics = metrics
 
     def run_once(self) -> int:
@@ -155,18 +170,16 @@ class ScorerService:
 
     def _requests_loop(self) -> TimedLoop:
         kafka = self.settings.kafka
+        # Short broker waits: a request must not sit in a fetch waiting for company.
+        fetch: dict[str, Any] = {"fetch.wait.max.ms": 2, "fetch.min.bytes": 1}
         consumer = BatchConsumer(
-            kafka,
-            self.settings.group_id,
-            [kafka.topic(REC_REQUESTS)],
-            auto_offset_reset="latest",
-            **{"fetch.wait.max.ms": 2, "fetch.min.bytes": 1},
+            kafka, self.settings.group_id, [kafka.topic(REC_REQUESTS)],
+            auto_offset_reset=self.settings.requests_offset_reset, overrides=fetch,
         )
         dead_letters = RespondingDeadLetters(self.producer, self._responses_topic, self.metrics)
         return TimedLoop(
             self.metrics,
             consumer,
-            RecommendationRequest,
             self._handle,
             self.producer,
             dead_letters,
@@ -175,8 +188,11 @@ class ScorerService:
         )
 
     def _control_loop(
-        self, topic: str, model: type[ModelUpdate] | type[KpiReport], handler: Callable[..., list]
-    ) -> ContractLoop:  # type: ignore[type-arg]
+        self,
+        topic: str,
+        model: type[R],
+        handler: Callable[[list[Envelope[R]]], list[RecordRejected]],
+    ) -> ContractLoop[R]:
         kafka = self.settings.kafka
         # A fresh group per start: the whole log is read again (the desired state rebuilds).
         group = f"{self.settings.group_id}.{topic}.{self.instance}.{uuid.uuid4().hex[:8]}"
@@ -307,7 +323,7 @@ class ScorerService:
             self._threads.append(thread)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
 
-    def _run(self, loop: ContractLoop) -> None:  # type: ignore[type-arg]
+    def _run(self, loop: ContractLoop[Any]) -> None:
         try:
             loop.run()
         except Exception:

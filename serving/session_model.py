@@ -53,9 +53,10 @@ class SessionRecommender:
     def item_vectors(self, indices: IntArray) -> FloatArray:
         return self._vectors[indices]
 
-    def index_vectors(self) -> tuple[IntArray, FloatArray]:
-        ids = np.arange(1, len(self._vectors), dtype=np.int64)
-        return ids, mips_item_vectors(self._vectors[1:], self._bias[1:])
+    def index_vectors(self, indices: IntArray) -> tuple[IntArray, FloatArray]:
+        """MIPS vectors of the given rows (the trainer grows its table ahead of its id map:
+        rows without an id are never indexed)."""
+        return indices, mips_item_vectors(self._vectors[indices], self._bias[indices])
 
 
 class DlrmCandidateRanker:
@@ -96,9 +97,10 @@ def load_session_bundle(
     model = SessionTransformer(state["item_embedding.weight"].shape[0] - 1, config)
     model.load_state_dict(state)
     recommender = SessionRecommender(model, history_length)
+    item_index = {i: row for i, row in manifest.id_maps.get(ITEM_MAP, {}).items()
+                  if 0 < row <= model.n_items}
     index = FaissItemIndex(retrieval)
-    index.build(*recommender.index_vectors())
-    item_index = dict(manifest.id_maps.get(ITEM_MAP, {}))
+    index.build(*recommender.index_vectors(np.array(sorted(item_index.values()), np.int64)))
     item_ids = [""] * (model.n_items + 1)
     for item_id, i in item_index.items():
         item_ids[i] = item_id

@@ -9,8 +9,30 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 _LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2,
-    0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
 )
 
 
@@ -28,28 +50,41 @@ class StreamMetrics:
         )
         self.skipped = Counter(
             "streamrec_stream_events_skipped",
-            "Re-delivered events Redis had already applied (idempotence check).", registry=r,
+            "Re-delivered events Redis had already applied (idempotence check).",
+            registry=r,
         )
         self.dead_lettered = Counter(
-            "streamrec_stream_events_dead_lettered", "Records sent to the dead-letter topic.",
-            ["stage"], registry=r,
+            "streamrec_stream_events_dead_lettered",
+            "Records sent to the dead-letter topic.",
+            ["stage"],
+            registry=r,
         )
         self.retries = Counter(
-            "streamrec_stream_retries", "Back-offs while Redis or Kafka was unavailable.",
-            ["dependency"], registry=r,
+            "streamrec_stream_retries",
+            "Back-offs while Redis or Kafka was unavailable.",
+            ["dependency"],
+            registry=r,
         )
         self.batch_seconds = Histogram(
-            "streamrec_stream_batch_seconds", "Time to validate, apply and flush one batch.",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "streamrec_stream_batch_seconds",
+            "Time to validate, apply and flush one batch.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.freshness_seconds = Histogram(
             "streamrec_stream_freshness_seconds",
             "Event time to features applied in Redis (same-host clocks).",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "streamrec_stream_assigned_partitions", "Partitions this worker owns now.", registry=r
         )
         self.consumer_lag = Gauge(
-            "streamrec_stream_consumer_lag", "Records behind the partition's high watermark.",
-            ["partition"], registry=r,
+            "streamrec_stream_consumer_lag",
+            "Records behind the partition's high watermark.",
+            ["partition"],
+            registry=r,
         )
 
     def serve(self, port: int) -> None:
@@ -82,7 +117,9 @@ def histogram_quantile(samples: dict[str, float], name: str, q: float) -> float:
     as Prometheus' histogram_quantile does; NaN when the histogram is empty."""
     prefix = f'{name}_bucket{{le="'
     buckets = sorted(
-        (float(key[len(prefix) : -2]), count) for key, count in samples.items() if key.startswith(prefix)
+        (float(key[len(prefix) : -2]), count)
+        for key, count in samples.items()
+        if key.startswith(prefix)
     )
     total = buckets[-1][1] if buckets else 0.0
     if total <= 0:

@@ -11,11 +11,13 @@ from streams.service_settings import ServiceSettings
 
 class StreamSettings(ServiceSettings):
     group_id: str = Field(
-        "streamrec-features", pattern=r"^[a-zA-Z0-9._-]{1,128}$",
+        "streamrec-features",
+        pattern=r"^[a-zA-Z0-9._-]{1,128}$",
         description="Consumer group (the faust app id): every worker of one deployment shares it.",
     )
     instance_id: str | None = Field(
-        None, pattern=r"^[a-zA-Z0-9._-]{1,128}$",
+        None,
+        pattern=r"^[a-zA-Z0-9._-]{1,128}$",
         description="Static group membership: a worker restarted with the same id gets its "
         "partitions back at once instead of waiting for its old session to expire.",
     )
@@ -25,8 +27,12 @@ class StreamSettings(ServiceSettings):
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."
     )
-    retry_initial_s: float = Field(0.1, gt=0, le=60, description="First back-off after a Redis or Kafka failure.")
-    retry_max_s: float = Field(5.0, gt=0, le=300, description="Back-off cap while a dependency is down.")
+    retry_initial_s: float = Field(
+        0.1, gt=0, le=60, description="First back-off after a Redis or Kafka failure."
+    )
+    retry_max_s: float = Field(
+        5.0, gt=0, le=300, description="Back-off cap while a dependency is down."
+    )
     session_timeout_s: float = Field(
         10.0, ge=6, le=300, description="Kafka group session timeout (broker minimum is 6 s)."
     )

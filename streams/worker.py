@@ -121,6 +121,11 @@ def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetric
     dead_letters = DeadLetterWriter(producer, settings.service_name)
     backoff = Backoff(settings.retry_initial_s, settings.retry_max_s)
 
+    @app.on_partitions_assigned.connect
+    async def _assigned(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        # faust sends the new assignment (a set of TPs) as the first positional argument.
+        metrics.assigned_partitions.set(len(args[0]) if args else 0)
+
     @app.agent(topic, concurrency=1)
     async def features(stream: Any) -> None:
         writer = FeatureWriter(FeatureWriter.connect(settings.redis), settings.redis.key_prefix)
@@ -154,7 +159,9 @@ async def _process_or_abandon(pipeline: FeaturePipeline, events: Sequence[Any]) 
 
 
 def _abandon(kind: str, events: int) -> None:
-    logger.critical("worker %s holding an unapplied batch events=%d; exiting without commit", kind, events)
+    logger.critical(
+        "worker %s holding an unapplied batch events=%d; exiting without commit", kind, events
+    )
     logging.shutdown()
     os._exit(EXIT_ABANDONED_BATCH)
 
@@ -168,7 +175,9 @@ def main() -> None:
     attach_agent(app, settings, metrics)
     logger.info(
         "starting feature worker group=%s topic=%s key_prefix=%s",
-        settings.group_id, settings.kafka.topic(INTERACTIONS), settings.redis.key_prefix,
+        settings.group_id,
+        settings.kafka.topic(INTERACTIONS),
+        settings.redis.key_prefix,
     )
     faust.Worker(app, loglevel=level, quiet=True).execute_from_commandline()
 

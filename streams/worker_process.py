@@ -21,6 +21,7 @@ APPLIED = "streamrec_stream_events_applied_total"
 SKIPPED = "streamrec_stream_events_skipped_total"
 EVENTS_IN = "streamrec_stream_events_in_total"
 DEAD_LETTERED = "streamrec_stream_events_dead_lettered_total"
+ASSIGNED = "streamrec_stream_assigned_partitions"
 
 
 def free_port() -> int:
@@ -73,9 +74,22 @@ class WorkerProcess:
             if settled(samples) >= settled_count:
                 return samples
             if not self.alive():
-                raise RuntimeError(f"worker {self.pid} exited with {self._process and self._process.returncode}")
+                raise RuntimeError(
+                    f"worker {self.pid} exited with {self._process and self._process.returncode}"
+                )
             time.sleep(0.2)
         raise TimeoutError(f"worker settled {settled(samples):.0f} of {settled_count:.0f} records")
+
+    def wait_assigned(self, partitions: int, timeout_s: float) -> None:
+        """Polls until the worker owns exactly `partitions` partitions (a rebalance settled)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.metrics().get(ASSIGNED) == partitions:
+                return
+            if not self.alive():
+                raise RuntimeError(f"worker {self.pid} exited")
+            time.sleep(0.2)
+        raise TimeoutError(f"worker does not own {partitions} partitions after {timeout_s}s")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hook runs, nothing is committed on the way out."""

@@ -1,3 +1,4 @@
+#!lua
 -- Applies one batch of validated interaction events to the feature keys, idempotently.
 --
 -- ARGV = header (9) then 8 fields per event:
@@ -7,23 +8,29 @@
 -- Returns {applied, skipped}: an event counts as skipped when its user had already applied it.
 --
 -- Idempotence: every entity hash keeps `_p<partition>` = the last offset of that partition it
--- applied, checked and advanced in the same step as the entity's update. Events of a partition
--- arrive in offset order, so "apply only if offset > _p<partition>" is exact under crashes,
--- re-deliveries and whole-topic replays, without per-event dedupe keys. A script is atomic, and
--- even a script aborted half-way (OOM) leaves each entity consistent with its own `_p` fields.
+-- applied, checked and advanced together with the entity's update. Events of a partition arrive
+-- in offset order, so "apply only if offset > _p<partition>" is exact under crashes,
+-- re-deliveries and whole-topic replays, without per-event dedupe keys.
+--
+-- Atomicity: the `#!lua` shebang makes Redis check memory once, before the script runs, so an
+-- OOM cannot abort it half-way; a batch is applied entirely or not at all.
+--
+-- Cost: events are folded per entity in Lua first (one HMGET on first touch, then in-memory),
+-- and each touched entity is written back once at the end: HINCRBY per distinct counter and
+-- bucket, one HSET, one LPUSH + LTRIM per sequence. Hot entities (categories, popular items,
+-- a session's burst of events) cost a few commands per batch instead of a few per event.
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
--- and windowed buckets are pruned against the newest bucket seen (see streams/features/windows.py),
--- so two workers interleaving partitions differently reach the same state as one worker.
+-- and windowed buckets keep only those within `kept` of the newest bucket seen (see
+-- streams/features/windows.py), so any interleaving of partitions reaches the same state.
 --
 -- Cluster: keys are built here from the prefix and carry one hash tag per entity. On Redis
 -- Cluster a batch would be split by slot (one EVALSHA per slot, keys declared in KEYS); every
--- step below touches a single entity, which is what makes that split possible.
+-- write below touches a single entity, which is what makes that split possible.
 
 local prefix = ARGV[1]
 local SEQ_LEN = tonumber(ARGV[2])
-local MINUTES = tonumber(ARGV[3])
-local HOURS = tonumber(ARGV[4])
+local KEPT = {m = tonumber(ARGV[3]), h = tonumber(ARGV[4])}
 local POP_HOURS = tonumber(ARGV[5])
 local WEIGHT = {
   view = tonumber(ARGV[6]), click = tonumber(ARGV[7]),
@@ -36,147 +43,216 @@ local FIELDS = 8
 local function int(x) return string.format('%d', x) end
 local function secs(x) return string.format('%.3f', x) end
 
-local function push(t, ...)
-  for _, v in ipairs({...}) do t[#t + 1] = v end
+-- Partitions present in this batch: their `_p` fields are loaded with every entity.
+local PARTS = {}
+do
+  local seen = {}
+  for b = HEADER, #ARGV - FIELDS, FIELDS do
+    local p = ARGV[b + 1]
+    if not seen[p] then seen[p] = true; PARTS[#PARTS + 1] = '_p' .. p end
+  end
 end
 
--- Counts the event in its bucket (hash `<entity key>:<family>`, field = bucket number) unless it
--- already fell out of the kept range, and deletes the buckets the newest bucket pushed out. Cost
--- is bounded by min(existing buckets, buckets advanced), and a jump past the whole range is one
--- DEL, so sparse entities (most of them) stay cheap.
-local function roll(key, family, bucket, old, kept, updates)
-  local fkey = key .. ':' .. family
-  local newest = bucket
-  if old and old > newest then newest = old end
-  if old and newest > old then
-    local floor = newest - kept
-    if floor >= old then
-      redis.call('DEL', fkey)
-    elseif floor > old - kept then
-      local stale = {}
-      if redis.call('HLEN', fkey) < newest - old then
-        for _, f in ipairs(redis.call('HKEYS', fkey)) do
-          if tonumber(f) <= floor then stale[#stale + 1] = f end
-        end
-      else
-        for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
-      end
-      if #stale > 0 then redis.call('HDEL', fkey, unpack(stale)) end
-    end
-  end
-  if bucket > newest - kept then
-    redis.call('HINCRBY', fkey, int(bucket), 1)
-  end
-  if newest ~= old then push(updates, 'mx_' .. family, int(newest)) end
+local cache, order = {}, {}
+
+-- The entity's state, loaded with one HMGET on first touch: v = values (false when missing),
+-- set = fields to HSET, incr = counters to HINCRBY, b/top = bucket counts and newest bucket.
+local function entity(key, fields)
+  local c = cache[key]
+  if c then return c end
+  local names = {}
+  for _, f in ipairs(PARTS) do names[#names + 1] = f end
+  for _, f in ipairs(fields) do names[#names + 1] = f end
+  local got = redis.call('HMGET', key, unpack(names))
+  c = {key = key, v = {}, set = {}, incr = {}, b = {m = {}, h = {}}, top = {}, seq = nil}
+  for i, f in ipairs(names) do c.v[f] = got[i] end
+  cache[key] = c
+  order[#order + 1] = key
+  return c
 end
 
--- The common part of users, items and categories: type counters, windows, first/last time.
--- Returns nil when the entity already applied this position, else the pending HSET fields and
--- the HMGET values (index 6 onwards are the caller's extra fields).
-local function counted(key, e, extra)
+local function put(c, f, value) c.v[f] = value; c.set[f] = value end
+local function add(c, f, n) c.incr[f] = (c.incr[f] or 0) + n end
+
+local function claim(c, e)
   local pf = '_p' .. e.p
-  local got = redis.call('HMGET', key, pf, 'mx_m', 'mx_h', 'last_ts', 'first_ts', unpack(extra))
-  if got[1] and tonumber(got[1]) >= e.o then return nil end
-  local updates = {pf, e.o_s}
-  redis.call('HINCRBY', key, 'n_' .. e.type, 1)
-  roll(key, 'm', e.minute, tonumber(got[2]), MINUTES, updates)
-  roll(key, 'h', e.hour, tonumber(got[3]), HOURS, updates)
-  local last = tonumber(got[4])
-  if not last or e.ts > last then push(updates, 'last_ts', e.ts_s) end
-  local first = tonumber(got[5])
-  if not first or e.ts < first then push(updates, 'first_ts', e.ts_s) end
-  return updates, got, last
+  local applied = c.v[pf]
+  if applied and tonumber(applied) >= e.o then return false end
+  put(c, pf, e.o_s)
+  return true
 end
 
-local function sequence(key, e)
-  redis.call('LPUSH', key, e.item .. ' ' .. e.ts_s .. ' ' .. e.type)
-  redis.call('LTRIM', key, 0, SEQ_LEN - 1)
+local function bucket(c, family, b)
+  c.b[family][b] = (c.b[family][b] or 0) + 1
+  local top = c.top[family] or tonumber(c.v['mx_' .. family])
+  if not top or b > top then top = b end
+  c.top[family] = top
+end
+
+-- Type counter, windows, first/last time; returns the previous last time (nil if none).
+local function counted(c, e)
+  add(c, 'n_' .. e.type, 1)
+  bucket(c, 'm', e.minute)
+  bucket(c, 'h', e.hour)
+  local last = tonumber(c.v.last_ts)
+  if not last or e.ts > last then put(c, 'last_ts', e.ts_s) end
+  local first = tonumber(c.v.first_ts)
+  if not first or e.ts < first then put(c, 'first_ts', e.ts_s) end
+  return last
+end
+
+local function sequence(c, e)
+  c.seq = c.seq or {}
+  c.seq[#c.seq + 1] = e.item .. ' ' .. e.ts_s .. ' ' .. e.type
 end
 
 local function apply_user(e)
-  local key = prefix .. 'u:{' .. e.user .. '}'
-  local updates, got, last = counted(key, e, {'last_purchase_ts'})
-  if not updates then return false end
+  local c = entity(prefix .. 'u:{' .. e.user .. '}',
+    {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'})
+  if not claim(c, e) then return false end
+  local last = counted(c, e)
   -- The lag this event saw: time since the user's newest earlier event (0 if out of order).
-  if last then push(updates, 'prev_gap', secs(math.max(0, e.ts - last))) end
+  if last then put(c, 'prev_gap', secs(math.max(0, e.ts - last))) end
   if e.type == 'purchase' then
-    local purchased = tonumber(got[6])
-    if not purchased or e.ts > purchased then push(updates, 'last_purchase_ts', e.ts_s) end
+    local purchased = tonumber(c.v.last_purchase_ts)
+    if not purchased or e.ts > purchased then put(c, 'last_purchase_ts', e.ts_s) end
   end
-  if e.category ~= '' then
-    redis.call('HINCRBY', key, 'aff:' .. e.category, WEIGHT[e.type])
-  end
-  redis.call('HSET', key, unpack(updates))
-  sequence(key .. ':seq', e)
+  if e.category ~= '' then add(c, 'aff:' .. e.category, WEIGHT[e.type]) end
+  sequence(c, e)
   return true
 end
 
 local function apply_session(e)
-  local key = prefix .. 's:{' .. e.session .. '}'
-  local pf = '_p' .. e.p
-  local got = redis.call('HMGET', key, pf, 'last_ts', 'start_ts', 'gap_sum', 'gap_max')
-  if got[1] and tonumber(got[1]) >= e.o then return end
-  local updates = {pf, e.o_s, 'user', e.user}
-  redis.call('HINCRBY', key, 'n', 1)
-  local last = tonumber(got[2])
+  local c = entity(prefix .. 's:{' .. e.session .. '}',
+    {'last_ts', 'start_ts', 'gap_sum', 'gap_max'})
+  if not claim(c, e) then return end
+  put(c, 'user', e.user)
+  add(c, 'n', 1)
+  local last = tonumber(c.v.last_ts)
   if last then
     local gap = math.max(0, e.ts - last)
-    local widest = tonumber(got[5]) or 0
+    local widest = tonumber(c.v.gap_max) or 0
     if gap > widest then widest = gap end
-    push(updates, 'last_gap', secs(gap), 'gap_sum', secs((tonumber(got[4]) or 0) + gap),
-      'gap_max', secs(widest))
-    if e.ts > last then push(updates, 'last_ts', e.ts_s) end
-    if e.ts < tonumber(got[3]) then push(updates, 'start_ts', e.ts_s) end
+    put(c, 'last_gap', secs(gap))
+    put(c, 'gap_sum', secs((tonumber(c.v.gap_sum) or 0) + gap))
+    put(c, 'gap_max', secs(widest))
+    if e.ts > last then put(c, 'last_ts', e.ts_s) end
+    if e.ts < tonumber(c.v.start_ts) then put(c, 'start_ts', e.ts_s) end
   else
-    push(updates, 'last_ts', e.ts_s, 'start_ts', e.ts_s)
+    put(c, 'last_ts', e.ts_s)
+    put(c, 'start_ts', e.ts_s)
   end
-  redis.call('HSET', key, unpack(updates))
-  sequence(key .. ':seq', e)
+  sequence(c, e)
 end
 
 local function apply_item(e)
-  local key = prefix .. 'i:{' .. e.item .. '}'
-  local updates, got, last = counted(key, e, {'cat'})
-  if not updates then return end
+  local c = entity(prefix .. 'i:{' .. e.item .. '}', {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'cat'})
+  if not claim(c, e) then return end
+  local last = counted(c, e)
   -- The category of the newest event (ties: the greater name), independent of arrival order.
   if e.category ~= '' then
-    local cat = got[6]
+    local cat = c.v.cat
     if not cat or not last or e.ts > last or (e.ts == last and e.category > cat) then
-      push(updates, 'cat', e.category)
+      put(c, 'cat', e.category)
     end
   end
-  redis.call('HSET', key, unpack(updates))
 end
 
 local function apply_category(e)
   if e.category == '' then return end
-  local key = prefix .. 'c:{' .. e.category .. '}'
-  local updates = counted(key, e, {})
-  if updates then redis.call('HSET', key, unpack(updates)) end
+  local c = entity(prefix .. 'c:{' .. e.category .. '}', {'mx_m', 'mx_h', 'last_ts', 'first_ts'})
+  if claim(c, e) then counted(c, e) end
 end
 
 -- Global totals (priors of the target encodings) and hourly item popularity sorted sets. This is
 -- one hot key by design: on a cluster it would be split per category or per item-id hash.
+local pop_key = prefix .. 'pop:{all}'
+local pop_items = {}
 local function apply_popularity(e)
-  local key = prefix .. 'pop:{all}'
-  local pf = '_p' .. e.p
-  local got = redis.call('HMGET', key, pf, 'mx_h')
-  if got[1] and tonumber(got[1]) >= e.o then return end
-  redis.call('HINCRBY', key, 'n_' .. e.type, 1)
-  local old = tonumber(got[2])
-  local newest = e.hour
-  if old then
-    if old > newest then newest = old end
+  local c = entity(pop_key, {'mx_h'})
+  if not claim(c, e) then return end
+  add(c, 'n_' .. e.type, 1)
+  local top = c.top.h or tonumber(c.v.mx_h)
+  if not top or e.hour > top then top = e.hour end
+  c.top.h = top
+  local hour = pop_items[e.hour] or {}
+  hour[e.item] = (hour[e.item] or 0) + 1
+  pop_items[e.hour] = hour
+end
+
+-- Deletes what fell out of (newest - kept, newest] since the stored newest bucket `old`: a jump
+-- past the whole range is one DEL; otherwise the cheaper of scanning the existing buckets and
+-- walking the advanced range.
+local function prune_buckets(fkey, old, newest, kept)
+  local floor = newest - kept
+  if floor >= old then
+    redis.call('DEL', fkey)
+    return
+  end
+  if floor <= old - kept then return end
+  local stale = {}
+  if redis.call('HLEN', fkey) < newest - old then
+    for _, f in ipairs(redis.call('HKEYS', fkey)) do
+      if tonumber(f) <= floor then stale[#stale + 1] = f end
+    end
+  else
+    for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
+  end
+  if #stale > 0 then redis.call('HDEL', fkey, unpack(stale)) end
+end
+
+-- Buckets are pruned and counted against the batch's final newest bucket: an event older than
+-- that window would have been counted and then pruned anyway, so the state is the same.
+local function write_buckets(c, family)
+  local newest = c.top[family]
+  if not newest then return end
+  local kept = KEPT[family]
+  local fkey = c.key .. ':' .. family
+  local old = tonumber(c.v['mx_' .. family])
+  if old and newest > old then prune_buckets(fkey, old, newest, kept) end
+  for b, n in pairs(c.b[family]) do
+    if b > newest - kept then redis.call('HINCRBY', fkey, int(b), n) end
+  end
+  if newest ~= old then c.set['mx_' .. family] = int(newest) end
+end
+
+local function write_popularity(c)
+  local newest = c.top.h
+  if not newest then return end
+  local old = tonumber(c.v.mx_h)
+  if old and newest > old then
     local stale = {}
     for h = old - POP_HOURS + 1, math.min(old, newest - POP_HOURS) do
-      stale[#stale + 1] = key .. ':h' .. int(h)
+      stale[#stale + 1] = pop_key .. ':h' .. int(h)
     end
     if #stale > 0 then redis.call('DEL', unpack(stale)) end
   end
-  if e.hour > newest - POP_HOURS then
-    redis.call('ZINCRBY', key .. ':h' .. int(e.hour), 1, e.item)
+  for h, items in pairs(pop_items) do
+    if h > newest - POP_HOURS then
+      local zkey = pop_key .. ':h' .. int(h)
+      for item, n in pairs(items) do redis.call('ZINCRBY', zkey, n, item) end
+    end
   end
-  redis.call('HSET', key, pf, e.o_s, 'mx_h', int(newest))
+  if newest ~= old then c.set.mx_h = int(newest) end
+end
+
+local function write(c)
+  if c.key == pop_key then
+    write_popularity(c)
+  else
+    write_buckets(c, 'm')
+    write_buckets(c, 'h')
+  end
+  for f, n in pairs(c.incr) do redis.call('HINCRBY', c.key, f, n) end
+  local fields = {}
+  for f, value in pairs(c.set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
+  if #fields > 0 then redis.call('HSET', c.key, unpack(fields)) end
+  if c.seq then
+    -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter.
+    local seq_key = c.key .. ':seq'
+    redis.call('LPUSH', seq_key, unpack(c.seq, math.max(1, #c.seq - SEQ_LEN + 1)))
+    redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1)
+  end
 end
 
 local applied, skipped = 0, 0
@@ -195,4 +271,5 @@ for b = HEADER, #ARGV - FIELDS, FIELDS do
   apply_category(e)
   apply_popularity(e)
 end
+for _, key in ipairs(order) do write(cache[key]) end
 return {applied, skipped}

@@ -15,7 +15,7 @@ MINUTE_BUCKETS = 60
 """Minute buckets kept per entity: the 1 h window is the current minute plus the 59 before."""
 
 HOUR_BUCKETS = 168
-"""Hour buckets kept per entity: 24 h = current hour + 23 before; 7 d = current hour + 167 before."""
+"""Hour buckets kept per entity: 24 h = this hour + the 23 before; 7 d = this hour + 167 before."""
 
 POPULARITY_HOURS = 24
 """Hourly popularity sorted sets kept (the recent-popularity baseline's window)."""
@@ -39,4 +39,4 @@ CTR_PRIOR_WEIGHT = 20.0
 """Pseudo-views behind the global prior in smoothed rates: (clicks + m * p) / (views + m)."""
 
 CVR_PRIOR_WEIGHT = 20.0
-"""Pseudo-clicks behind the global prior in smoothed conversion: (purchases + m * p) / (clicks + m)."""
+"""Pseudo-clicks behind the global prior in conversion: (purchases + m * p) / (clicks + m)."""

@@ -113,7 +113,9 @@ class FeaturePipeline:
         while True:
             # Re-sent as a whole after a failed flush: a duplicate dead letter, never a lost one.
             for r in rejected:
-                self._dead_letters.write(r.record.key, r.record.value, r.error, r.record.position(), r.stage)
+                self._dead_letters.write(
+                    r.record.key, r.record.value, r.error, r.record.position(), r.stage
+                )
             try:
                 await asyncio.to_thread(self._producer.flush, 30.0)
                 break
@@ -141,7 +143,9 @@ class FeaturePipeline:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff.max_s)
 
-    def _observe(self, valid: list[tuple[SourceRecord, PositionedEvent]], outcome: ApplyOutcome) -> None:
+    def _observe(
+        self, valid: list[tuple[SourceRecord, PositionedEvent]], outcome: ApplyOutcome
+    ) -> None:
         self._metrics.applied.inc(outcome.applied)
         self._metrics.skipped.inc(outcome.skipped)
         if outcome.skipped:
@@ -163,7 +167,9 @@ def validate(
             rejected.append(Rejected(record, exc, "validate"))
             continue
         except Exception as exc:  # decode promises ContractError only; anything else is kept too
-            logger.exception("unexpected decode failure partition=%d offset=%d", record.partition, record.offset)
+            logger.exception(
+                "unexpected decode failure partition=%d offset=%d", record.partition, record.offset
+            )
             rejected.append(Rejected(record, exc, "decode"))
             continue
         valid.append((record, PositionedEvent(record.partition, record.offset, event)))

@@ -43,7 +43,7 @@ class FeatureWriter:
 
     @staticmethod
     def connect(connection: RedisConnection) -> aioredis.Redis:
-        """An asyncio client with the connection's user and timeouts (the event loop never blocks)."""
+        """An asyncio client with the connection's user and timeouts (never blocks the loop)."""
         return aioredis.Redis(
             host=connection.host,
             port=connection.port,

@@ -97,6 +97,10 @@ class AttributionJoin:
         return len(self._by_request)
 
     @property
+    def oldest_unmatched_at(self) -> float | None:
+        return self._unmatched[0][0] if self._unmatched else None
+
+    @property
     def unmatched_interactions(self) -> int:
         return len(self._unmatched)
 

@@ -11,8 +11,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from schemas.alerts import DriftAlert
 from schemas.kpi import KpiReport
 
-SERVICE = "monitor"
-
 
 class MonitorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -29,18 +27,17 @@ class MonitorMetrics:
             "streamrec_monitor_unmatched_interactions",
             "Interactions ahead of the watermark kept for responses still to arrive.", registry=r,
         )
-        self.evicted_early = Gauge(
+        self.evicted_early = Counter(
             "streamrec_monitor_evicted_early",
-            "Responses finalised before their window closed (pending cap reached), since start.",
-            registry=r,
+            "Responses finalised before their window closed (pending cap reached).", registry=r,
         )
         self.watermark_lag = Gauge(
             "streamrec_monitor_watermark_lag_seconds", "Wall clock minus event-time watermark.",
             registry=r,
         )
         self.consumer_lag = Gauge(
-            "streamrec_consumer_lag_messages", "Records behind the log end, per partition.",
-            ["service", "topic", "partition"], registry=r,
+            "streamrec_monitor_consumer_lag", "Records behind the partition's high watermark.",
+            ["topic", "partition"], registry=r,
         )
         self.kpi_rate = Gauge(
             "streamrec_kpi_rate",

@@ -1,6 +1,7 @@
 """The monitor's logic without Kafka: records in, KPI reports and drift alerts out.
 
-`on_response` / `on_interaction` fold records into the attribution join; `advance` moves the
+`on_response` / `on_interaction` fold records into the attribution join (`source` names the
+topic-partition a record came from, for the per-partition watermark); `advance` moves the
 watermark, finalises responses whose attribution window closed (oldest first), feeds them to the
 KPI windows and the drift detectors, and returns what is ready to publish. Everything is driven by
 event time, so replaying the same records gives the same reports and alerts.
@@ -23,7 +24,7 @@ from streams.drift.freshness import HysteresisGuard, SampleQuantile
 from streams.drift.policy import AlertPolicy, FreshnessKind
 from streams.drift.profiles import FeatureProfile, psi_by_feature
 from streams.monitor.attribution import AttributionJoin, ResponseOutcome
-from streams.monitor.clock import EventClock
+from streams.monitor.clock import DEFAULT_SOURCE, EventClock
 from streams.monitor.settings import MonitorSettings
 from streams.monitor.windows import KpiWindows
 
@@ -79,14 +80,18 @@ class MonitorPipeline:
         self._pending_alerts: list[DriftAlert] = []
         self._pending_psi: dict[str, float] = {}
 
-    def on_response(self, response: RecommendationResponse, wall: float) -> RecordOutcome:
-        self.clock.observe(response.served_at, wall)
+    def on_response(
+        self, response: RecommendationResponse, wall: float, source: str = DEFAULT_SOURCE
+    ) -> RecordOutcome:
+        self.clock.observe(response.served_at, wall, source)
         if response.served_at + self._settings.attribution_window_s < self.clock.watermark(wall):
             return "late"
         return "applied" if self.join.add_response(response) else "duplicate_or_filtered"
 
-    def on_interaction(self, event: InteractionEvent, wall: float) -> RecordOutcome:
-        self.clock.observe(event.timestamp, wall)
+    def on_interaction(
+        self, event: InteractionEvent, wall: float, source: str = DEFAULT_SOURCE
+    ) -> RecordOutcome:
+        self.clock.observe(event.timestamp, wall, source)
         self._profile(event)
         credited = self.join.add_interaction(event, self.clock.watermark(wall))
         return "applied" if credited else "unattributable"
@@ -103,9 +108,21 @@ class MonitorPipeline:
 
     def horizon(self) -> float:
         """The oldest event time the state still needs: records before it may be committed."""
-        candidates = [t for t in (self.join.oldest_served_at, self.windows.oldest_start)
-                      if t is not None]
-        return min(candidates, default=math.inf)
+        candidates = (
+            self.join.oldest_served_at, self.join.oldest_unmatched_at, self.windows.oldest_start
+        )
+        return min((t for t in candidates if t is not None), default=math.inf)
+
+    @property
+    def reported_through(self) -> float:
+        """Windows ending at or before this were reported (stored with each commit); aligned to
+        window boundaries so it changes once per window, not on every watermark move."""
+        closed = self.windows.closed_through
+        return self.windows.start_of(closed) if math.isfinite(closed) else closed
+
+    def resume_after(self, reported_through: float) -> None:
+        """After a restart: outcomes of windows already reported are dropped, not re-reported."""
+        self.windows.closed_through = max(self.windows.closed_through, reported_through)
 
     def _finalise(self, outcome: ResponseOutcome) -> None:
         if not self.windows.add(outcome):

@@ -1,12 +1,16 @@
 """`streamrec monitor`: the Kafka loop around `MonitorPipeline`.
 
-One consumer reads `rec.responses` and `interactions` together. The range assignor gives one
-instance the same partition numbers of both topics, and both are keyed by user_id, so a user's
-responses and interactions meet in the same instance as long as the topics keep equal partition
-counts. Per batch: decode and fold records in, advance the watermark, publish KPI reports and
-alerts, flush (idempotent producer), then commit only what the remaining state no longer needs
-(streams.monitor.offsets). Invalid records are counted and skipped, never retried forever: the
-stream workers dead-letter invalid interactions, and the scorer validates what it publishes.
+One consumer reads `rec.responses` and `interactions` together. Scaling out needs a user's
+responses and interactions in the same instance: both topics are keyed by user_id, the range
+assignor gives one instance partition i of both, which holds while the topics keep equal
+partition counts and their producers the same partitioner (librdkafka's default differs from
+the Java client's murmur2; set `partitioner=murmur2_random` everywhere or run one instance).
+
+Per batch: decode and fold records in, advance the watermark, publish KPI reports and alerts,
+flush (idempotent producer), then commit only what the remaining state no longer needs, with
+the bound of the windows already reported (streams.monitor.offsets). Invalid records are counted
+and skipped, never retried forever: the stream workers dead-letter invalid interactions, and
+the scorer validates what it publishes (the catalog has no `rec.responses.dlq`).
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ from schemas.wire import ContractError, decode
 from streams.drift.profiles import FeatureProfile
 from streams.kafka.consumer import BatchConsumer
 from streams.kafka.producer import EventProducer
-from streams.monitor.metrics import SERVICE, MonitorMetrics
-from streams.monitor.offsets import CommitTracker
+from streams.monitor.metrics import MonitorMetrics
+from streams.monitor.offsets import CommitTracker, commit_metadata, reported_through
 from streams.monitor.pipeline import MonitorPipeline, Published, RecordOutcome
 from streams.monitor.settings import MonitorSettings
 
 logger = logging.getLogger(__name__)
 
 _LAG_EVERY_S = 15.0
+_COMMITTED_TIMEOUT_S = 30.0
 # Co-partitioning: the range assignor gives partition i of both topics to the same instance.
 _CO_PARTITIONED: dict[str, Any] = {"partition.assignment.strategy": "range"}
 
@@ -64,10 +69,14 @@ class MonitorService:
             kafka,
             settings.group_id,
             [self._responses_topic, self._interactions_topic],
+            on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             overrides=_CO_PARTITIONED,
         )
         self._last_lag_export = 0.0
+        self._evicted_exported = 0
+        self._committed_bound = float("-inf")
+        self._failed = False
 
     def run(self, stop: threading.Event) -> None:
         logger.info(
@@ -77,8 +86,13 @@ class MonitorService:
         try:
             while not stop.is_set():
                 self.step()
-        finally:
-            self.close()
+        except BaseException:
+            # Reports of this cycle may be lost with the failure: commit nothing more (not even
+            # on the revoke that leaving the group triggers), so the next start re-reads them.
+            self._failed = True
+            self.consumer.close()
+            raise
+        self.close()
 
     def step(self) -> int:
         """One poll-process-publish-commit cycle; returns the number of records read."""
@@ -97,14 +111,15 @@ class MonitorService:
         value = message.value()
         event_time = float("-inf")
         outcome: RecordOutcome | str
+        source = f"{topic}:{partition}"
         try:
             if topic == self._responses_topic:
                 response = decode(RecommendationResponse, value)
-                outcome = self.pipeline.on_response(response, wall)
+                outcome = self.pipeline.on_response(response, wall, source)
                 event_time = response.served_at
             else:
                 event = decode(InteractionEvent, value)
-                outcome = self.pipeline.on_interaction(event, wall)
+                outcome = self.pipeline.on_interaction(event, wall, source)
                 event_time = event.timestamp
         except ContractError as error:
             outcome = "invalid"
@@ -136,26 +151,43 @@ class MonitorService:
             self.metrics.psi.labels(feature).set(value)
 
     def _commit(self) -> None:
-        offsets = self.tracker.release(self.pipeline.horizon())
+        bound = self.pipeline.reported_through
+        offsets = self.tracker.release(
+            self.pipeline.horizon(),
+            everything=bound != self._committed_bound,
+            metadata=commit_metadata(bound),
+        )
         if not offsets:
             return
         self.consumer.raw.commit(offsets=offsets, asynchronous=False)
         self.tracker.committed(offsets)
+        self._committed_bound = bound
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        wall = self._clock()
+        for tp in partitions:
+            self.pipeline.clock.register(f"{tp.topic}:{tp.partition}", wall)
+        bound = reported_through(consumer.committed(partitions, timeout=_COMMITTED_TIMEOUT_S))
+        self.pipeline.resume_after(bound)
+        logger.info("assigned partitions=%d reported_through=%s", len(partitions), bound)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The new owner re-reads from our last commit: commit what is safe, then let go.
-        try:
-            self._commit()
-        except KafkaException as exc:
-            logger.warning("commit on revoke failed error=%s", exc)
+        if not self._failed:
+            try:
+                self._commit()
+            except KafkaException as exc:
+                logger.warning("commit on revoke failed error=%s", exc)
         for tp in partitions:
             self.tracker.forget(tp.topic, tp.partition)
+            self.pipeline.clock.forget(f"{tp.topic}:{tp.partition}")
 
     def _export_state(self, wall: float) -> None:
         m, p = self.metrics, self.pipeline
         m.pending.set(len(p.join))
         m.unmatched.set(p.join.unmatched_interactions)
-        m.evicted_early.set(p.join.evicted_early)
+        m.evicted_early.inc(p.join.evicted_early - self._evicted_exported)
+        self._evicted_exported = p.join.evicted_early
         watermark = p.clock.watermark(wall)
         if watermark > float("-inf"):
             m.watermark_lag.set(max(0.0, wall - watermark))
@@ -174,7 +206,7 @@ class MonitorService:
             for tp in consumer.position(assignment):
                 _, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
                 lag = high - tp.offset if tp.offset >= 0 else high
-                self.metrics.consumer_lag.labels(SERVICE, tp.topic, str(tp.partition)).set(lag)
+                self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
         except KafkaException as exc:
             logger.warning("lag export failed error=%s", exc)
 

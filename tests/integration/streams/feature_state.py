@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import zlib
+from typing import cast
 
 import redis
 
 from streams.features.oracle import Snapshot
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def read_state(client: redis.Redis, prefix: str) -> Snapshot:
     state: Snapshot = {}
     for raw_key in client.scan_iter(match=f"{prefix}*", count=1000):
-        key = raw_key.decode()
-        kind = client.type(raw_key).decode()
+        key = _text(raw_key)
+        kind = _text(client.type(raw_key))
         if kind == "hash":
-            state[key] = ("hash", {f.decode(): v.decode() for f, v in client.hgetall(raw_key).items()})
+            fields = cast(dict[bytes, bytes], client.hgetall(raw_key))
+            state[key] = ("hash", {_text(f): _text(v) for f, v in fields.items()})
         elif kind == "list":
-            state[key] = ("list", [v.decode() for v in client.lrange(raw_key, 0, -1)])
+            values = cast(list[bytes], client.lrange(raw_key, 0, -1))
+            state[key] = ("list", [_text(v) for v in values])
         elif kind == "zset":
-            pairs = client.zrange(raw_key, 0, -1, withscores=True)
-            state[key] = ("zset", {m.decode(): float(s) for m, s in pairs})
+            pairs = cast(list[tuple[bytes, float]], client.zrange(raw_key, 0, -1, withscores=True))
+            state[key] = ("zset", {_text(m): float(s) for m, s in pairs})
         else:
             raise AssertionError(f"unexpected {kind} key {key}")
     return state

@@ -27,8 +27,8 @@ def test_learns_a_query_candidate_interaction_and_a_dense_signal() -> None:
         labels = ((query * item).sum(1) + dense[:, 0] > 0).float()
         return dense, torch.stack([query, item], dim=1), labels
 
-    for _ in range(300):
-        trainer.partial_fit(*sample(256))
+    for _ in range(150):
+        trainer.partial_fit(*sample(128))
     dense, sparse, labels = sample(2_000)
     accuracy = ((ranker(dense, sparse) > 0).float() == labels).float().mean()
     assert accuracy > 0.85

@@ -50,7 +50,7 @@ def test_hnsw_recall_against_exact_search() -> None:
 def test_ivf_recall_against_exact_search() -> None:
     items = _realistic_embeddings(20_000, 32)
     queries = _realistic_embeddings(50, 32, seed=1)
-    index = FaissItemIndex(RetrievalConfig(kind="ivf", ivf_nprobe=48))
+    index = FaissItemIndex(RetrievalConfig(kind="ivf", ivf_nprobe=160))
     index.build(np.arange(20_000), items)
     _, ids = index.search(queries, 200)
     assert recall_at(ids, _exact_top(items, queries, 200)) >= 0.9

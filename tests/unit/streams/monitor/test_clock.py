@@ -24,3 +24,35 @@ def test_event_time_follows_the_wall_clock_only_once_idle() -> None:
     clock.observe(1000.0, wall=100.0)
     assert clock.watermark(wall=109.0) == 1000.0
     assert clock.watermark(wall=130.0) == 1020.0
+
+
+def test_a_partition_replayed_ahead_does_not_make_a_slower_one_late() -> None:
+    clock = EventClock(allowed_lateness_s=0, idle_advance_s=10)
+    clock.observe(5000.0, wall=0.0, source="p0")
+    clock.observe(1000.0, wall=0.0, source="p1")
+    assert clock.watermark(wall=0.0) == 1000.0
+    clock.observe(4000.0, wall=1.0, source="p1")
+    assert clock.watermark(wall=1.0) == 4000.0
+
+
+def test_a_silent_partition_stops_holding_the_watermark_back() -> None:
+    clock = EventClock(allowed_lateness_s=0, idle_advance_s=10)
+    clock.observe(1000.0, wall=0.0, source="p1")
+    clock.observe(5000.0, wall=15.0, source="p0")
+    assert clock.watermark(wall=15.0) == 5000.0
+
+
+def test_a_forgotten_partition_no_longer_counts() -> None:
+    clock = EventClock(allowed_lateness_s=0, idle_advance_s=10)
+    clock.observe(5000.0, wall=0.0, source="p0")
+    clock.observe(1000.0, wall=0.0, source="p1")
+    clock.forget("p1")
+    assert clock.watermark(wall=0.0) == 5000.0
+
+
+def test_an_assigned_partition_holds_the_watermark_until_it_delivers_or_idles() -> None:
+    clock = EventClock(allowed_lateness_s=0, idle_advance_s=10)
+    clock.register("p1", wall=0.0)
+    clock.observe(5000.0, wall=8.0, source="p0")
+    assert clock.watermark(wall=8.0) == -math.inf
+    assert clock.watermark(wall=11.0) == 5000.0  # p1 silent for 11 s, p0 still active

@@ -111,3 +111,19 @@ def test_a_shifted_interaction_mix_raises_a_psi_alert() -> None:
     published = pipeline.advance(WALL)
     assert [a.detector for a in published.alerts] == ["psi.event_type"]
     assert published.psi["event_type"] > 0.25
+
+
+def test_after_a_restart_windows_already_reported_are_not_reported_again() -> None:
+    pipeline = MonitorPipeline(settings())
+    window_start = pipeline.windows.start_of(T0)
+    pipeline.resume_after(window_start + 300)  # the previous run reported this window
+    pipeline.on_response(response("r1", served_at=T0), WALL)
+    pipeline.on_response(response("r2", served_at=window_start + 301), WALL)
+    reports, _ = flush(pipeline)
+    assert [r.window_start for r in reports] == [window_start + 300]
+
+
+def test_an_early_click_waiting_for_its_response_holds_the_commit_horizon() -> None:
+    pipeline = MonitorPipeline(settings())
+    pipeline.on_interaction(interaction("a", T0 + 50), WALL)
+    assert pipeline.horizon() == T0 + 50

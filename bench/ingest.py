@@ -1,0 +1,206 @@
+"""`streamrec bench ingest`: one feature worker (a child process, as in production) into Redis.
+
+Three figures from one run, on the same broker and topic:
+- sustained events/s: a backlog of `events` records drained by one worker, timed from its
+  first applied batch to the last (group join and start-up excluded);
+- raw consume/s: the same backlog read by a bare confluent-kafka consumer (the ceiling);
+- freshness: live events offered at `rate`/s; event time (stamped at send) to features applied,
+  from the worker's freshness histogram (interpolated like Prometheus' histogram_quantile).
+
+Records are produced uncompressed: aiokafka (under faust) needs the `lz4` package to read the
+default lz4 batches, and compression is not what this benchmark measures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from bench.report import print_table, write_result
+from schemas.topics import CATALOG, INTERACTIONS
+from streams.kafka.admin import create_topics
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+from streams.metrics import histogram_quantile
+from streams.pacing import Pacer
+from streams.redis_connection import RedisConnection
+from streams.sample import SampleConfig, SampleGenerator
+from streams.settings import StreamSettings
+from streams.worker_process import APPLIED, WorkerProcess, settled
+
+_FRESHNESS = "streamrec_stream_freshness_seconds"
+
+
+def _producer(kafka: KafkaConnection) -> EventProducer:
+    return EventProducer(kafka, **{"compression.type": "none"})
+
+
+def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> WorkerProcess:
+    env = {
+        "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+        "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "STREAMREC_REDIS__KEY_PREFIX": key_prefix,
+        "STREAMREC_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
+        "STREAMREC_BATCH_MAX_EVENTS": str(batch),
+        "STREAMREC_LOG_LEVEL": "WARNING",
+    }
+    return WorkerProcess(env, log).start()
+
+
+def _drain_rate(worker: WorkerProcess, total: int, timeout_s: float) -> float:
+    """Events/s from the first applied sample to the last event, polled every 50 ms."""
+    deadline = time.monotonic() + timeout_s
+    first: tuple[float, float] | None = None
+    while time.monotonic() < deadline:
+        samples = worker.metrics()
+        now = time.perf_counter()
+        applied = samples.get(APPLIED, 0.0)
+        if first is None and applied > 0:
+            first = (now, applied)
+        if settled(samples) >= total and first is not None:
+            return (applied - first[1]) / max(now - first[0], 1e-9)
+        time.sleep(0.05)
+    raise TimeoutError(f"worker did not drain {total} events within {timeout_s}s")
+
+
+def _raw_consume_rate(kafka: KafkaConnection, total: int) -> float:
+    consumer = Consumer(
+        {
+            **kafka.client_config(),
+            "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([kafka.topic(INTERACTIONS)])
+    seen, started = 0, 0.0
+    deadline = time.monotonic() + 120
+    try:
+        while seen < total and time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=10_000, timeout=1.0)
+            if batch and not started:
+                started = time.perf_counter()
+            seen += sum(1 for m in batch if m.error() is None)
+    finally:
+        consumer.close()
+    return seen / (time.perf_counter() - started)
+
+
+def _throughput(
+    settings: StreamSettings, events: int, batch: int, log: Path
+) -> tuple[float, float]:
+    kafka = settings.kafka.model_copy(
+        update={"topic_prefix": f"bench.ingest.{uuid.uuid4().hex[:8]}."}
+    )
+    create_topics(kafka)
+    try:
+        producer = _producer(kafka)
+        topic = kafka.topic(INTERACTIONS)
+        for event in SampleGenerator(SampleConfig(seed=21)).events(events):
+            producer.send(topic, event.user_id, event)
+        producer.flush(120)
+        worker = _worker(kafka, _key_prefix(), batch, log)
+        try:
+            rate = _drain_rate(worker, events, timeout_s=600)
+        finally:
+            worker.stop()
+        return rate, _raw_consume_rate(kafka, events)
+    finally:
+        _delete_topics(kafka)
+
+
+def _freshness(
+    settings: StreamSettings, rate: float, seconds: float, batch: int, log: Path
+) -> tuple[float, float, int]:
+    kafka = settings.kafka.model_copy(
+        update={"topic_prefix": f"bench.fresh.{uuid.uuid4().hex[:8]}."}
+    )
+    create_topics(kafka)
+    try:
+        producer = _producer(kafka)
+        topic = kafka.topic(INTERACTIONS)
+        worker = _worker(kafka, _key_prefix(), batch, log)
+        generator = SampleGenerator(SampleConfig(seed=22), live=True)
+        events = generator.events(10**9)
+        try:
+            # Warm-up: the clock starts once the worker owns the partitions and has applied.
+            for event in itertools.islice(events, 200):
+                producer.send(topic, event.user_id, event)
+            producer.flush()
+            before = worker.wait_for(200, timeout_s=120)
+            total = int(rate * seconds)
+            pacer = Pacer(rate)
+            for event in itertools.islice(events, total):
+                pacer.wait()
+                producer.send(topic, event.user_id, event)
+            producer.flush()
+            after = worker.wait_for(200 + total, timeout_s=120)
+        finally:
+            worker.stop()
+    finally:
+        _delete_topics(kafka)
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if k.startswith(_FRESHNESS)}
+    return (
+        histogram_quantile(delta, _FRESHNESS, 0.50) * 1000,
+        histogram_quantile(delta, _FRESHNESS, 0.99) * 1000,
+        total,
+    )
+
+
+def _key_prefix() -> str:
+    return f"sr:bench:{uuid.uuid4().hex[:8]}:"
+
+
+def _delete_topics(kafka: KafkaConnection) -> None:
+    admin = AdminClient(kafka.client_config())
+    for future in admin.delete_topics([kafka.topic(s) for s in CATALOG]).values():
+        future.result()
+
+
+def _delete_keys(settings: StreamSettings) -> None:
+    admin = RedisConnection(
+        host=settings.redis.host,
+        port=settings.redis.port,
+        username="admin",
+        secrets_dir=settings.redis.secrets_dir,
+    ).client()
+    for key in admin.scan_iter(match="sr:bench:*", count=1000):
+        admin.delete(key)
+
+
+def run(json_path: Path, events: int, rate: float, seconds: float, batch: int) -> None:
+    settings = StreamSettings()
+    log = Path(".streamrec/logs/bench-ingest-worker.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        events_per_s, raw_per_s = _throughput(settings, events, batch, log)
+        p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
+    finally:
+        _delete_keys(settings)
+    result = {
+        "events_per_s": round(events_per_s),
+        "raw_consume_per_s": round(raw_per_s),
+        "offered_rate": rate,
+        "freshness_ms": {"p50": round(p50, 1), "p99": round(p99, 1)},
+        "events": events,
+        "freshness_events": offered,
+        "batch_max_events": batch,
+        "partitions": INTERACTIONS.partitions,
+        "compression": "none",
+        "worker": "1 faust worker process, one EVALSHA per batch",
+    }
+    write_result(json_path, result)
+    print_table(
+        "bench ingest",
+        [
+            ("events/s (1 worker, backlog)", f"{events_per_s:,.0f}"),
+            ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
+            (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
+            (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),
+        ],
+    )

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from models.store import ModelStore
+from online_trainer.online_model import OnlineModel
+from online_trainer.service import TrainerService
+from online_trainer.settings import TrainSettings
+from online_trainer.vocabulary import IdVocabulary
+from schemas import DriftAlert, ModelUpdate, decode
+from schemas.topics import ALERTS_DRIFT, MODEL_UPDATES
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+from tests.integration.kafka_helpers import read_all
+from tests.integration.online_trainer.conftest import publish, train_settings
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class Running:
+    def __init__(self, settings: TrainSettings) -> None:
+        self.service = TrainerService(settings)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.service.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+
+
+def test_a_new_item_is_recommendable_after_the_next_publication_without_restart(
+    kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
+) -> None:
+    # This test is about what a publication carries; the gate's decisions are covered by the unit
+    # tests, so here every candidate passes (a held candidate would make the test hang on noise).
+    settings = train_settings(kafka, tmp_path, gate_margin=1.0, gate_min_events=1)
+    first = ml100k.iloc[:3000]
+    publish(kafka, first)
+    running = Running(settings)
+    try:
+        trainer = running.service.trainer
+        _wait(
+            lambda: trainer.state.ledger.trained_count() >= 3000 and trainer.publications,
+            120,
+            "first publication",
+        )
+        store = ModelStore(settings.store_dir)
+        users = first["user_id"].unique()[:20]
+        novel = pd.DataFrame(
+            {
+                "user_id": list(users) * 2,
+                "item_id": ["brand-new-item"] * 40,
+                "timestamp": [int(first["timestamp"].max()) + 60 + n for n in range(40)],
+            }
+        )
+        publish(kafka, novel)
+        _wait(
+            lambda: "brand-new-item" in store.load(settings.model_name)[1].id_maps["item"],
+            120,
+            "a publication with the new item",
+        )
+    finally:
+        running.close()
+    tensors, manifest = store.load(settings.model_name)
+    row = manifest.id_maps["item"]["brand-new-item"]
+    loaded = OnlineModel(settings.model, IdVocabulary(manifest.id_maps["item"]))
+    loaded.load_tensors(tensors)
+    scores = loaded.trainer.model.logits(loaded.trainer.model.item_embedding.weight[1:2]).detach()
+    assert scores.shape[1] > row and bool(scores[0, row].isfinite())
+    updates = [
+        decode(ModelUpdate, m.value()) for m in read_all(kafka, kafka.topic(MODEL_UPDATES), 2)
+    ]
+    assert updates[-1].version == manifest.version
+    assert Path(updates[-1].location).exists()
+
+
+def test_a_drift_alert_leads_to_a_retrain_and_a_new_major_version(
+    kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
+) -> None:
+    settings = train_settings(kafka, tmp_path)
+    publish(kafka, ml100k.iloc[:2000])
+    running = Running(settings)
+    try:
+        service = running.service
+        _wait(lambda: bool(service.trainer.publications), 120, "first publication")
+        assert service.trainer.publications[0].version == "1.0"
+        producer = EventProducer(kafka)
+        producer.send(
+            kafka.topic(ALERTS_DRIFT),
+            "adwin.hit_rate",
+            DriftAlert(
+                alert_id="a1",
+                detector="adwin.hit_rate",
+                metric="hit_rate@10",
+                baseline=0.3,
+                current=0.1,
+                severity="critical",
+                suggested_action="retrain",
+                detected_at=time.time(),
+            ),
+        )
+        producer.flush()
+        _wait(lambda: service.retrains == 1, 180, "the retrain")
+        _wait(
+            lambda: any(p.version.startswith("2.") for p in service.trainer.publications),
+            30,
+            "major 2",
+        )
+    finally:
+        running.close()
+    versions = [
+        decode(ModelUpdate, m.value()).version
+        for m in read_all(kafka, kafka.topic(MODEL_UPDATES), 2)
+    ]
+    assert "2.0" in versions
+    _, manifest = ModelStore(settings.store_dir).load(settings.model_name, "2.0")
+    assert manifest.kind == "full"
+    assert manifest.metrics  # validated on the most recent slice before publication
+
+
+@pytest.mark.parametrize("unused", [None])
+def test_stale_alerts_from_before_the_start_are_ignored(
+    kafka: KafkaConnection, tmp_path: Path, unused: None
+) -> None:
+    producer = EventProducer(kafka)
+    producer.send(
+        kafka.topic(ALERTS_DRIFT),
+        "old",
+        DriftAlert(
+            alert_id="old",
+            detector="old",
+            metric="hit_rate@10",
+            baseline=0.3,
+            current=0.1,
+            severity="critical",
+            suggested_action="retrain",
+            detected_at=time.time() - 3600,
+        ),
+    )
+    producer.flush()
+    service = TrainerService(train_settings(kafka, tmp_path, alert_max_age_s=60.0))
+    try:
+        for _ in range(30):
+            service._poll_alerts()
+            time.sleep(0.1)
+        assert service._retrain is None
+    finally:
+        service.close()

@@ -1,0 +1,43 @@
+from serving.filtering import CandidateFilter
+from serving.ordering import BusinessRules
+from tests.unit.serving.fakes import request
+
+
+def _filter(**fields: object) -> CandidateFilter:
+    rules = fields.pop("rules", BusinessRules())
+    seen = fields.pop("seen", ())
+    unavailable = fields.pop("unavailable", frozenset())
+    return CandidateFilter.for_request(
+        request(**fields), seen, unavailable, rules  # type: ignore[arg-type]
+    )
+
+
+CANDIDATES = [("a", 5.0), ("b", 4.0), ("c", 3.0), ("d", 2.0), ("e", 1.0)]
+CATEGORIES = {"a": "shoes", "b": "hats", "c": "shoes", "d": "bags"}
+
+
+def test_request_exclusions_unavailable_and_seen_items_are_removed() -> None:
+    allowed = _filter(exclude_items=["a"], seen=["b"], unavailable=frozenset({"c"}))
+    assert [i for i, _ in allowed.apply(CANDIDATES, CATEGORIES)] == ["d", "e"]
+
+
+def test_seen_items_stay_when_the_request_allows_them() -> None:
+    allowed = _filter(filters={"exclude_seen": False}, seen=["a", "b"])
+    assert [i for i, _ in allowed.apply(CANDIDATES, CATEGORIES)] == ["a", "b", "c", "d", "e"]
+
+
+def test_include_categories_keeps_only_those_and_drops_items_of_unknown_category() -> None:
+    allowed = _filter(filters={"include_categories": ["shoes", "bags"]})
+    assert [i for i, _ in allowed.apply(CANDIDATES, CATEGORIES)] == ["a", "c", "d"]
+
+
+def test_excluded_and_banned_categories_are_removed() -> None:
+    rules = BusinessRules(banned_categories=["bags"], banned_items=["e"])
+    allowed = _filter(filters={"exclude_categories": ["hats"]}, rules=rules)
+    assert [i for i, _ in allowed.apply(CANDIDATES, CATEGORIES)] == ["a", "c"]
+
+
+def test_duplicates_keep_their_first_and_best_occurrence() -> None:
+    allowed = _filter()
+    kept = allowed.apply([("a", 5.0), ("b", 4.0), ("a", 1.0)], {})
+    assert kept == [("a", 5.0), ("b", 4.0)]

@@ -1,0 +1,101 @@
+from serving.ordering import BusinessRules
+from serving.registry import Routing
+from serving.scorer import Scorer
+from tests.unit.serving.fakes import FakeReader, context, deployment, request
+
+POPULAR = [(f"i{n}", float(100 - n)) for n in range(1, 30)]
+
+
+def scorer(reader: FakeReader, routing: Routing, rules: BusinessRules | None = None) -> Scorer:
+    return Scorer(reader, lambda: routing, rules or BusinessRules(), candidates=20)
+
+
+def test_the_answer_follows_the_users_latest_interaction() -> None:
+    routing = Routing(deployment("1.0"))
+    a = scorer(FakeReader({"u": context("u", ["i1", "i2"])}, POPULAR), routing)
+    b = scorer(FakeReader({"u": context("u", ["i1", "i2", "i7"])}, POPULAR), routing)
+    first = a.score_batch([request("u")])[0].response
+    second = b.score_batch([request("u")])[0].response
+    assert first.status == second.status == "ok"
+    assert first.strategy == "model" and first.model_version == "1.0"
+    assert [i.item_id for i in first.items] != [i.item_id for i in second.items]
+
+
+def test_excluded_unavailable_and_seen_items_never_appear() -> None:
+    routing = Routing(deployment("1.0"))
+    base = scorer(FakeReader({"u": context("u", ["i3"])}, POPULAR), routing)
+    top = [i.item_id for i in base.score_batch([request("u", k=6)])[0].response.items]
+    reader = FakeReader({"u": context("u", ["i3"])}, POPULAR, unavailable=frozenset(top[:2]))
+    answer = scorer(reader, routing).score_batch([request("u", k=6, exclude_items=top[2:4])])
+    items = [i.item_id for i in answer[0].response.items]
+    assert len(items) == 6
+    assert not set(items) & {"i3", *top[:4]}
+
+
+def test_unknown_users_get_recent_popularity_not_an_error() -> None:
+    answer = scorer(FakeReader({}, POPULAR), Routing(deployment("1.0"))).score_batch(
+        [request("stranger", k=3)]
+    )[0]
+    assert answer.response.status == "ok"
+    assert answer.response.strategy == "popularity"
+    assert [i.item_id for i in answer.response.items] == ["i1", "i2", "i3"]
+    assert answer.outcome == "cold_start"
+
+
+def test_cold_start_prefers_popular_items_of_the_sessions_categories() -> None:
+    categories = {"i1": "a", "i2": "a", "i5": "b", "new": "b"}
+    reader = FakeReader({"u": context("u", ["new"])}, POPULAR, categories=categories)
+    answer = scorer(reader, Routing()).score_batch([request("u", k=2)])[0]
+    assert [i.item_id for i in answer.response.items][0] == "i5"
+
+
+def test_with_no_model_and_no_popularity_the_answer_is_empty_but_ok() -> None:
+    answer = scorer(FakeReader(), Routing()).score_batch([request("u")])[0]
+    assert answer.response.status == "ok" and answer.response.strategy == "none"
+    assert answer.response.items == []
+
+
+def test_canary_users_are_answered_by_the_candidate_version() -> None:
+    routing = Routing(deployment("1.0"), deployment("1.1"), canary_share=1.0)
+    answer = scorer(FakeReader({"u": context("u", ["i1"])}, POPULAR), routing).score_batch(
+        [request("u")]
+    )[0]
+    assert answer.response.strategy == "canary" and answer.response.model_version == "1.1"
+
+
+def test_short_model_answers_are_backfilled_from_popularity_below_model_scores() -> None:
+    routing = Routing(deployment("1.0"))
+    request_ = request("u", k=8, filters={"include_categories": ["c"]})
+    categories = {"i1": "c", "i2": "c", "i9": "c", "i20": "c", "i25": "c"}
+    reader = FakeReader({"u": context("u", ["i9"])}, POPULAR, categories=categories)
+    response = scorer(reader, routing).score_batch([request_])[0].response
+    items = [i.item_id for i in response.items]
+    assert set(items) <= {"i1", "i2", "i20", "i25"}
+    assert [i.score for i in response.items] == sorted([i.score for i in response.items],
+                                                       reverse=True)
+
+
+def test_feature_and_model_freshness_are_reported() -> None:
+    routing = Routing(deployment("1.0"))
+    reader = FakeReader({"u": context("u", ["i1"], ts=1_700_000_000.0)}, POPULAR)
+    response = scorer(reader, routing).score_batch([request("u")])[0].response
+    assert response.feature_freshness_ms is not None and response.feature_freshness_ms > 0
+    assert response.model_freshness_ms is not None and response.model_freshness_ms >= 60_000
+
+
+def test_rules_from_the_feature_store_replace_the_configured_ones() -> None:
+    routing = Routing(deployment("1.0"))
+    configured = BusinessRules(pinned={"i28": 0})
+    stored = BusinessRules(pinned={"i29": 0})
+    reader = FakeReader({"u": context("u", ["i1"])}, POPULAR, rules=stored)
+    response = scorer(reader, routing, configured).score_batch([request("u")])[0].response
+    assert response.items[0].item_id == "i29"
+
+
+def test_a_batch_costs_one_feature_read() -> None:
+    reader = FakeReader({f"u{i}": context(f"u{i}", ["i1"]) for i in range(10)}, POPULAR)
+    answers = scorer(reader, Routing(deployment("1.0"))).score_batch(
+        [request(f"u{i}") for i in range(10)]
+    )
+    assert reader.reads == 1
+    assert [a.response.user_id for a in answers] == [f"u{i}" for i in range(10)]
