@@ -5,7 +5,10 @@ Three figures from one run, on the same broker and topic:
   first applied batch to the last (group join and start-up excluded);
 - raw consume/s: the same backlog read by a bare confluent-kafka consumer (the ceiling);
 - freshness: live events offered at `rate`/s; event time (stamped at send) to features applied,
-  from the worker's freshness histogram (interpolated like Prometheus' histogram_quantile).
+  from the worker's freshness histogram (interpolated like Prometheus' histogram_quantile);
+  measured again at `low_rate`/s, below saturation, to show the pipeline's own latency;
+- CPU seconds per event of the worker process and of Redis while draining: unlike rates, these
+  do not depend on what else the (shared, 2-core) machine is running.
 
 Records are produced uncompressed: aiokafka (under faust) needs the `lz4` package to read the
 default lz4 batches, and compression is not what this benchmark measures.
@@ -14,10 +17,13 @@ default lz4 batches, and compression is not what this benchmark measures.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
@@ -52,18 +58,42 @@ def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> W
     return WorkerProcess(env, log).start()
 
 
-def _drain_rate(worker: WorkerProcess, total: int, timeout_s: float) -> float:
-    """Events/s from the first applied sample to the last event, polled every 50 ms."""
+@dataclass(frozen=True)
+class _Drain:
+    events_per_s: float
+    worker_cpu_us_per_event: float
+    redis_cpu_us_per_event: float
+    """Redis is shared with other users of the machine: an upper bound of this worker's cost."""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), immune to how busy the machine is."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _redis_cpu_seconds(admin: redis.Redis) -> float:
+    info = admin.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
+def _drain(worker: WorkerProcess, admin: redis.Redis, total: int, timeout_s: float) -> _Drain:
+    """Rate and CPU per event from the first applied sample to the last event (50 ms polls)."""
     deadline = time.monotonic() + timeout_s
-    first: tuple[float, float] | None = None
+    first: tuple[float, float, float, float] | None = None
     while time.monotonic() < deadline:
         samples = worker.metrics()
         now = time.perf_counter()
         applied = samples.get(APPLIED, 0.0)
         if first is None and applied > 0:
-            first = (now, applied)
+            first = (now, applied, _cpu_seconds(worker.pid), _redis_cpu_seconds(admin))
         if settled(samples) >= total and first is not None:
-            return (applied - first[1]) / max(now - first[0], 1e-9)
+            n = max(applied - first[1], 1.0)
+            return _Drain(
+                n / max(now - first[0], 1e-9),
+                (_cpu_seconds(worker.pid) - first[2]) / n * 1e6,
+                (_redis_cpu_seconds(admin) - first[3]) / n * 1e6,
+            )
         time.sleep(0.05)
     raise TimeoutError(f"worker did not drain {total} events within {timeout_s}s")
 
@@ -93,7 +123,7 @@ def _raw_consume_rate(kafka: KafkaConnection, total: int) -> float:
 
 def _throughput(
     settings: StreamSettings, events: int, batch: int, log: Path
-) -> tuple[float, float]:
+) -> tuple[_Drain, float]:
     kafka = settings.kafka.model_copy(
         update={"topic_prefix": f"bench.ingest.{uuid.uuid4().hex[:8]}."}
     )
@@ -106,10 +136,10 @@ def _throughput(
         producer.flush(120)
         worker = _worker(kafka, _key_prefix(), batch, log)
         try:
-            rate = _drain_rate(worker, events, timeout_s=600)
+            drain = _drain(worker, _admin(settings), events, timeout_s=600)
         finally:
             worker.stop()
-        return rate, _raw_consume_rate(kafka, events)
+        return drain, _raw_consume_rate(kafka, events)
     finally:
         _delete_topics(kafka)
 
@@ -162,31 +192,47 @@ def _delete_topics(kafka: KafkaConnection) -> None:
         future.result()
 
 
-def _delete_keys(settings: StreamSettings) -> None:
-    admin = RedisConnection(
+def _admin(settings: StreamSettings) -> redis.Redis:
+    return RedisConnection(
         host=settings.redis.host,
         port=settings.redis.port,
         username="admin",
         secrets_dir=settings.redis.secrets_dir,
     ).client()
+
+
+def _delete_keys(settings: StreamSettings) -> None:
+    admin = _admin(settings)
     for key in admin.scan_iter(match="sr:bench:*", count=1000):
         admin.delete(key)
 
 
-def run(json_path: Path, events: int, rate: float, seconds: float, batch: int) -> None:
+def run(
+    json_path: Path, events: int, rate: float, seconds: float, batch: int, low_rate: float = 1000.0
+) -> None:
     settings = StreamSettings()
     log = Path(".streamrec/logs/bench-ingest-worker.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        events_per_s, raw_per_s = _throughput(settings, events, batch, log)
+        drain, raw_per_s = _throughput(settings, events, batch, log)
         p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
+        low_p50, low_p99, _ = _freshness(settings, low_rate, seconds, batch, log)
     finally:
         _delete_keys(settings)
     result = {
-        "events_per_s": round(events_per_s),
+        "events_per_s": round(drain.events_per_s),
         "raw_consume_per_s": round(raw_per_s),
         "offered_rate": rate,
         "freshness_ms": {"p50": round(p50, 1), "p99": round(p99, 1)},
+        "freshness_ms_at_low_rate": {
+            "offered_rate": low_rate,
+            "p50": round(low_p50, 1),
+            "p99": round(low_p99, 1),
+        },
+        "cpu_us_per_event": {
+            "worker": round(drain.worker_cpu_us_per_event, 1),
+            "redis_shared_server": round(drain.redis_cpu_us_per_event, 1),
+        },
         "events": events,
         "freshness_events": offered,
         "batch_max_events": batch,
@@ -198,9 +244,13 @@ def run(json_path: Path, events: int, rate: float, seconds: float, batch: int) -
     print_table(
         "bench ingest",
         [
-            ("events/s (1 worker, backlog)", f"{events_per_s:,.0f}"),
+            ("events/s (1 worker, backlog)", f"{drain.events_per_s:,.0f}"),
+            ("worker CPU us/event", f"{drain.worker_cpu_us_per_event:.0f}"),
+            ("redis CPU us/event (shared server)", f"{drain.redis_cpu_us_per_event:.0f}"),
             ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
             (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
             (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),
+            (f"freshness p50 ms @{low_rate:.0f}/s", f"{low_p50:.1f}"),
+            (f"freshness p99 ms @{low_rate:.0f}/s", f"{low_p99:.1f}"),
         ],
     )

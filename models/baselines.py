@@ -1,17 +1,19 @@
 """Non-neural baselines reported beside every model (DESIGN.md §4).
 
-All follow the :class:`models.evaluation.Recommender` protocol: ``fit(train)`` on chronological
-training sequences, then ``score(queries)`` returns a dense ``[n_queries, n_items + 1]`` float32
-matrix (column 0 is padding). Every baseline adds a tiny global-popularity term so that items
-it has no evidence for are ordered by popularity rather than tied (ranks are pessimistic about
-ties, see :mod:`models.metrics`).
+Each has ``fit(train)`` on chronological training sequences, then ``score(queries)`` returns a
+dense ``[n_queries, n_items + 1]`` float32 matrix (column 0 is padding);
+:class:`models.evaluation.TunedBaseline` wraps them for evaluation. Every baseline adds a tiny
+global-popularity term so that items it has no evidence for are ordered by popularity rather
+than tied (ranks are pessimistic about ties, see :mod:`models.metrics`).
 
 - :class:`Popularity`: interaction counts over the whole training window.
 - :class:`RecentPopularity`: counts over a sliding window ending at each query's request time
   (only training events strictly before the request are counted).
 - :class:`ItemKNN`: cosine similarity of item co-occurrence (users as the shared context),
-  summed over the user's history with an optional recency decay; computed as
-  ``H D^-1/2 X^T X D^-1/2`` with sparse products so no item x item matrix is materialised.
+  summed over the user's history, each history item weighted ``recency_decay ** age`` (1.0 is
+  plain item-kNN; evaluation tunes the decay on validation, which makes this baseline much
+  stronger and sequence-aware); computed as ``H D^-1/2 X^T X D^-1/2`` with sparse products
+  so no item x item matrix is materialised.
 - :class:`Markov`: first-order item -> next-item transition probabilities from consecutive
   training events, queried with the user's last item.
 """

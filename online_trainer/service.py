@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from models.store import ModelStore
 from online_trainer.online_model import Interaction
@@ -76,14 +76,25 @@ class TrainerService:
         self.retrain_failures = 0
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # The checkpoint, not the group's committed offsets, says where the model stands.
+        # The checkpoint, not the group's committed offsets, says where the model stands: the
+        # loop commits after every batch but checkpoints less often, so a committed offset can be
+        # ahead of what the restored model learned. A partition the checkpoint has never seen
+        # starts at the beginning (or the end, by setting), never at a committed offset.
+        start = OFFSET_BEGINNING if self.settings.start_from == "earliest" else OFFSET_END
         for tp in partitions:
-            if tp.partition in self.trainer.state.offsets:
-                tp.offset = self.trainer.state.offsets[tp.partition]
+            tp.offset = self.trainer.state.offsets.get(tp.partition, start)
         logger.info("assigned partitions=%s", [(tp.partition, tp.offset) for tp in partitions])
         consumer.assign(partitions)
 
     def run(self, stop: threading.Event, idle_exit_s: float | None = None) -> None:
+        try:
+            self._run(stop, idle_exit_s)
+            if self.trainer.state.batches:
+                self.trainer.checkpoint()  # a graceful stop keeps all work done
+        finally:
+            self.close()
+
+    def _run(self, stop: threading.Event, idle_exit_s: float | None) -> None:
         idle_since = time.monotonic()
         while not stop.is_set():
             consumed = self.loop.run_once()
@@ -91,15 +102,17 @@ class TrainerService:
                 self.trainer.tick()
             self._poll_alerts()
             self._finish_retrain()
-            if consumed or self._retrain is not None:
+            # Waiting for an assignment (a restarted member waits for the dead one's session to
+            # expire) is not idleness.
+            waiting = not self.consumer.raw.assignment()
+            if consumed or waiting or self._retrain is not None:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                 break
-        self.close()
 
     def close(self) -> None:
-        if self.trainer.state.batches:
-            self.trainer.checkpoint()
+        # No checkpoint here: after a failure the in-memory state may be half-applied, and the
+        # last checkpoint is the state that is known to be consistent with its offsets.
         self.producer.flush()
         self.consumer.close()
         self.alerts.close()

@@ -13,6 +13,9 @@ from streams.service_settings import ServiceSettings
 
 class TrainSettings(ServiceSettings):
     group_id: str = Field("streamrec-trainer", description="Consumer group on `interactions`.")
+    start_from: Literal["earliest", "latest"] = Field(
+        "earliest", description="Where a partition without a checkpoint position starts."
+    )
     model: SessionTransformerConfig = Field(
         default_factory=SessionTransformerConfig,
         description="Architecture and optimiser (STREAMREC_MODEL__DIM=..., etc.).",

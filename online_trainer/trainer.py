@@ -93,6 +93,8 @@ class OnlineTrainer:
         tensors, _manifest = self.store.load(self.settings.model_name, version)
         twin = self.model.frozen_copy()
         twin.load_tensors(tensors)
+        # The id space moved on since that version: rows it never had are grown (untrained).
+        twin.ensure_capacity()
         return twin
 
     def checkpoint(self) -> None:

@@ -54,14 +54,22 @@ class CandidateFilter:
         return category is None or category not in self.excluded_categories
 
     def apply(
-        self, candidates: Iterable[tuple[str, float]], categories: Mapping[str, str]
+        self,
+        candidates: Iterable[tuple[str, float]],
+        categories: Mapping[str, str],
+        limit: int | None = None,
     ) -> list[tuple[str, float]]:
-        """Keeps allowed candidates in order, dropping duplicates (first occurrence wins)."""
+        """Keeps allowed candidates in order, dropping duplicates (first occurrence wins) and
+        empty ids (index slots without an item), stopping after `limit` kept ones."""
         kept: list[tuple[str, float]] = []
         emitted: set[str] = set()
         for item_id, score in candidates:
-            if item_id in emitted or not self.allows(item_id, categories.get(item_id)):
+            if not item_id or item_id in emitted:
+                continue
+            if not self.allows(item_id, categories.get(item_id)):
                 continue
             emitted.add(item_id)
             kept.append((item_id, score))
+            if limit is not None and len(kept) >= limit:
+                break
         return kept

@@ -21,7 +21,7 @@ from serving.batching import Group, plan_batch
 from serving.cold_start import backfill, popular_candidates
 from serving.features import BatchFeatures, FeatureReader, UserContext
 from serving.filtering import CandidateFilter
-from serving.model_bundle import FloatArray, ModelBundle
+from serving.model_bundle import FloatArray, IntArray, ModelBundle
 from serving.ordering import BusinessRules, Ranked, order
 from serving.registry import Deployment, Routing
 
@@ -37,6 +37,16 @@ class Draft:
     candidates: list[tuple[str, float]]
     deployment: Deployment | None = None
     strategy: Literal["model", "canary", "popularity", "none"] = "popularity"
+    filtered: bool = False
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """One group's ANN search: query rows and the top candidates per row (id -1 = none)."""
+
+    queries: FloatArray
+    scores: FloatArray
+    ids: IntArray
 
 
 @dataclass(frozen=True)
@@ -70,13 +80,13 @@ class Scorer:
         drafts = [Draft(list(features.popular)) for _ in requests]
         retrieved = [self._retrieve(g, requests) for g in plan.groups]
         rules = features.config.rules or self.rules
-        categories = self._categories(requests, features, retrieved, rules)
+        categories = self._categories(requests, features, plan.groups, retrieved, rules)
         filters = [
             CandidateFilter.for_request(r, c.seen(), features.config.unavailable, rules)
             for r, c in zip(requests, features.contexts, strict=True)
         ]
-        for group, (queries, lists) in zip(plan.groups, retrieved, strict=True):
-            self._filter_and_rank(group, queries, lists, filters, features, categories, drafts)
+        for group, found in zip(plan.groups, retrieved, strict=True):
+            self._filter_and_rank(group, found, requests, filters, features, categories, drafts)
         for position in plan.cold:
             context = features.contexts[position]
             drafts[position].candidates = popular_candidates(
@@ -88,25 +98,20 @@ class Scorer:
             for p, r in enumerate(requests)
         ]
 
-    def _retrieve(
-        self, group: Group, requests: Sequence[RecommendationRequest]
-    ) -> tuple[FloatArray, list[list[tuple[str, float]]]]:
+    def _retrieve(self, group: Group, requests: Sequence[RecommendationRequest]) -> Retrieved:
         bundle = group.deployment.bundle
         queries = bundle.recommender.encode(group.histories)
         widest = max(requests[p].k for p in group.members)
         n = min(max(self.candidates, 2 * widest), len(bundle.index))
         scores, ids = bundle.index.search(queries, n)
-        lists = [
-            [(bundle.item_ids[i], float(s)) for s, i in zip(row_s, row_i, strict=True) if i > 0]
-            for row_s, row_i in zip(scores, ids, strict=True)
-        ]
-        return queries, lists
+        return Retrieved(queries, scores, ids)
 
     def _categories(
         self,
         requests: Sequence[RecommendationRequest],
         features: BatchFeatures,
-        retrieved: Sequence[tuple[FloatArray, list[list[tuple[str, float]]]]],
+        groups: Sequence[Group],
+        retrieved: Sequence[Retrieved],
         rules: BusinessRules,
     ) -> Mapping[str, str]:
         """Categories of every item a filter, rule or context may look at (one round trip at
@@ -120,32 +125,49 @@ class Scorer:
         for context in features.contexts:
             ids.extend(e.item_id for e in context.session_events[-5:] or context.user_events[-5:])
         if needed:
-            for _, lists in retrieved:
-                for candidates in lists:
-                    ids.extend(item for item, _ in candidates)
+            for group, found in zip(groups, retrieved, strict=True):
+                item_ids = group.deployment.bundle.item_ids
+                ids.extend(item_ids[i] for i in found.ids.ravel().tolist() if i > 0)
         return self.reader.categories(ids) if ids else {}
+
+    def _depth(self, request: RecommendationRequest, rules: BusinessRules) -> int | None:
+        """How many allowed candidates ordering can use; None = all of them.
+
+        Filtering stops there: most of the few hundred retrieved candidates are only needed
+        when a ranker re-scores them or a boost may lift a deep one."""
+        if rules.item_boosts or rules.category_boosts:
+            return None
+        depth = request.k + len(rules.pinned)
+        return depth * 4 if rules.max_per_category else depth
 
     def _filter_and_rank(
         self,
         group: Group,
-        queries: FloatArray,
-        lists: list[list[tuple[str, float]]],
+        found: Retrieved,
+        requests: Sequence[RecommendationRequest],
         filters: Sequence[CandidateFilter],
         features: BatchFeatures,
         categories: Mapping[str, str],
         drafts: list[Draft],
     ) -> None:
-        filtered = [
-            filters[position].apply(candidates, categories)
-            for position, candidates in zip(group.members, lists, strict=True)
-        ]
         bundle = group.deployment.bundle
+        rules = features.config.rules or self.rules
+        filtered = []
+        for row, position in enumerate(group.members):
+            depth = None if bundle.ranker else self._depth(requests[position], rules)
+            candidates = zip(
+                (bundle.item_ids[i] for i in found.ids[row].tolist()),
+                found.scores[row].tolist(),
+                strict=True,
+            )
+            filtered.append(filters[position].apply(candidates, categories, limit=depth))
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
-            filtered = rank(bundle, queries, filtered, dense_features(contexts, self.clock()))
+            dense = dense_features(contexts, self.clock())
+            filtered = rank(bundle, found.queries, filtered, dense)
         strategy: Literal["model", "canary"] = "canary" if group.canary else "model"
-        for position, candidates in zip(group.members, filtered, strict=True):
-            drafts[position] = Draft(candidates, group.deployment, strategy)
+        for position, kept in zip(group.members, filtered, strict=True):
+            drafts[position] = Draft(kept, group.deployment, strategy, filtered=True)
 
     def _answer(
         self,
@@ -157,7 +179,9 @@ class Scorer:
         categories: Mapping[str, str],
         rules: BusinessRules,
     ) -> Answer:
-        candidates = allowed.apply(draft.candidates, categories)
+        candidates = draft.candidates
+        if not draft.filtered:
+            candidates = allowed.apply(candidates, categories, limit=self._depth(request, rules))
         candidates = backfill(candidates, features.popular, allowed, categories, request.k)
         pinned = {i: p for i, p in rules.pinned.items() if allowed.allows(i, categories.get(i))}
         ranked = [Ranked(i, s) for i, s in candidates]

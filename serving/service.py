@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
+from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 
 from schemas.kpi import KpiReport
@@ -161,6 +162,8 @@ class ScorerService:
             candidates=settings.candidates,
             history_length=settings.history_length,
         )
+        self.partitions: set[int] = set()
+        """`rec.requests` partitions this scorer owns now."""
         self.requests_loop = self._requests_loop()
         self.updates_loop = self._control_loop(MODEL_UPDATES.name, ModelUpdate, self._on_updates)
         self.kpi_loop = self._control_loop(KPI_METRICS.name, KpiReport, self._on_kpis)
@@ -175,6 +178,7 @@ class ScorerService:
         consumer = BatchConsumer(
             kafka, self.settings.group_id, [kafka.topic(REC_REQUESTS)],
             auto_offset_reset=self.settings.requests_offset_reset, overrides=fetch,
+            on_assign=self._assigned, on_revoke=self._revoked,
         )
         dead_letters = RespondingDeadLetters(self.producer, self._responses_topic, self.metrics)
         return TimedLoop(
@@ -206,6 +210,16 @@ class ScorerService:
             batch_size=100,
             batch_timeout_s=0.2,
         )
+
+    # Tracked from the rebalance callbacks (they run on the loop's thread): querying the consumer
+    # from another thread would contend with its polling.
+    def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.partitions |= {p.partition for p in partitions}
+        logger.info("partitions assigned instance=%s partitions=%s", self.instance,
+                    sorted(p.partition for p in partitions))
+
+    def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.partitions -= {p.partition for p in partitions}
 
     def _load(self, update: ModelUpdate) -> ModelBundle:
         location = Path(update.location)
@@ -322,6 +336,11 @@ class ScorerService:
             thread.start()
             self._threads.append(thread)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
+
+    def healthy(self) -> bool:
+        """Every loop thread still runs (a crashed loop must bring the process down, so that
+        its partitions move to a healthy scorer)."""
+        return all(t.is_alive() for t in self._threads)
 
     def _run(self, loop: ContractLoop[Any]) -> None:
         try:

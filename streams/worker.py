@@ -166,8 +166,19 @@ def _abandon(kind: str, events: int) -> None:
     os._exit(EXIT_ABANDONED_BATCH)
 
 
+def _warn_about_missing_codecs() -> None:
+    from aiokafka.codec import has_lz4
+
+    if not has_lz4():
+        # EventProducer compresses with lz4; aiokafka needs the `lz4` package to read that, and
+        # without it the fetcher fails on the first such batch (the worker stops; nothing is
+        # committed past it, so no event is lost, but none is applied either).
+        logger.error("lz4 codec unavailable: install `lz4` to read lz4-compressed interactions")
+
+
 def main() -> None:
     settings = StreamSettings()
+    _warn_about_missing_codecs()
     level = os.environ.get("STREAMREC_LOG_LEVEL", "INFO").lower()
     metrics = StreamMetrics()
     metrics.serve(settings.metrics_port)

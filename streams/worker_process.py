@@ -44,10 +44,14 @@ class WorkerProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:
-        log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "streams.worker"], env=self._env, stdout=log, stderr=log
-        )
+        command = [sys.executable, "-m", "streams.worker"]
+        if self._log_path is None:
+            self._process = subprocess.Popen(
+                command, env=self._env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            return self
+        with open(self._log_path, "ab") as log:  # the child keeps its own copy of the handle
+            self._process = subprocess.Popen(command, env=self._env, stdout=log, stderr=log)
         return self
 
     @property

@@ -1,10 +1,11 @@
 #!lua
 -- Applies one batch of validated interaction events to the feature keys, idempotently.
 --
--- ARGV = header (9) then 8 fields per event:
---   prefix, sequence length, minute buckets kept, hour buckets kept, popularity hours,
---   affinity weight of view, click, cart, purchase;
---   per event: partition, offset, user, session, item, category ('' = none), type code, ts.
+-- ARGV = prefix, sequence length, minute buckets kept, hour buckets kept, popularity hours,
+--   affinity weight of view, click, cart, purchase, and the events as ONE text argument: one
+--   line per event, tab-separated: partition, offset, user, session, item, category ('' = none),
+--   type code, ts. (Ids are printable ASCII without whitespace, so tabs and newlines are free;
+--   one argument instead of eight per event makes the client's command packing ~8x cheaper.)
 -- Returns {applied, skipped}: an event counts as skipped when its user had already applied it.
 --
 -- Idempotence: every entity hash keeps `_p<partition>` = the last offset of that partition it
@@ -36,20 +37,30 @@ local WEIGHT = {
   view = tonumber(ARGV[6]), click = tonumber(ARGV[7]),
   cart = tonumber(ARGV[8]), purchase = tonumber(ARGV[9]),
 }
-local HEADER = 9
-local FIELDS = 8
+local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$'
 
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
 local function int(x) return string.format('%d', x) end
 local function secs(x) return string.format('%.3f', x) end
 
+local events = {}
+for line in string.gmatch(ARGV[10], '[^\n]+') do
+  local p, o, user, session, item, category, kind, ts_s = string.match(line, LINE)
+  -- Offsets are exact as Lua numbers (doubles) up to 2^53.
+  local ts = tonumber(ts_s)
+  events[#events + 1] = {
+    p = p, o_s = o, o = tonumber(o), user = user, session = session, item = item,
+    category = category, type = kind, ts_s = ts_s, ts = ts,
+    minute = math.floor(ts / 60), hour = math.floor(ts / 3600),
+  }
+end
+
 -- Partitions present in this batch: their `_p` fields are loaded with every entity.
 local PARTS = {}
 do
   local seen = {}
-  for b = HEADER, #ARGV - FIELDS, FIELDS do
-    local p = ARGV[b + 1]
-    if not seen[p] then seen[p] = true; PARTS[#PARTS + 1] = '_p' .. p end
+  for _, e in ipairs(events) do
+    if not seen[e.p] then seen[e.p] = true; PARTS[#PARTS + 1] = '_p' .. e.p end
   end
 end
 
@@ -256,15 +267,7 @@ local function write(c)
 end
 
 local applied, skipped = 0, 0
-for b = HEADER, #ARGV - FIELDS, FIELDS do
-  -- Offsets are exact as Lua numbers (doubles) up to 2^53.
-  local ts = tonumber(ARGV[b + 8])
-  local e = {
-    p = ARGV[b + 1], o_s = ARGV[b + 2], o = tonumber(ARGV[b + 2]),
-    user = ARGV[b + 3], session = ARGV[b + 4], item = ARGV[b + 5], category = ARGV[b + 6],
-    type = ARGV[b + 7], ts_s = ARGV[b + 8], ts = ts,
-    minute = math.floor(ts / 60), hour = math.floor(ts / 3600),
-  }
+for _, e in ipairs(events) do
   if apply_user(e) then applied = applied + 1 else skipped = skipped + 1 end
   apply_session(e)
   apply_item(e)

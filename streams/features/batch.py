@@ -57,7 +57,6 @@ def event_fields(item: PositionedEvent) -> list[str]:
 
 
 def script_args(key_prefix: str, batch: Sequence[PositionedEvent]) -> list[str]:
-    args = script_header(key_prefix)
-    for item in batch:
-        args.extend(event_fields(item))
-    return args
+    """The header, then every event as one tab-separated line of one text argument."""
+    lines = "\n".join("\t".join(event_fields(item)) for item in batch)
+    return [*script_header(key_prefix), lines]

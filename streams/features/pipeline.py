@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -95,11 +96,13 @@ class FeaturePipeline:
         except ResponseError as exc:
             logger.error("batch rejected by redis, isolating events error=%s", type(exc).__name__)
         # A reply that retrying cannot fix: apply one by one so only the culprits are rejected.
+        # The script folds a batch before writing anything, so a failed batch wrote nothing, and
+        # entities already written are protected by their applied offsets anyway.
         applied = skipped = 0
         failed: list[Rejected] = []
         for record, event in valid:
             try:
-                one = await self._retrying(lambda e=event: self._writer.apply([e]), "redis")  # type: ignore[misc]
+                one = await self._retrying(partial(self._writer.apply, [event]), "redis")
             except ResponseError as exc:
                 failed.append(Rejected(record, exc, "apply"))
                 continue

@@ -88,7 +88,8 @@ class FeatureFeed:
         self.produced += len(batch)
         messages = read_all(self.kafka, self.topic, self.produced)
         positioned = [
-            PositionedEvent(m.partition() or 0, m.offset() or 0, decode(InteractionEvent, m.value()))
+            PositionedEvent(m.partition() or 0, m.offset() or 0,
+                            decode(InteractionEvent, m.value()))
             for m in messages
         ]
         asyncio.run(self._apply(positioned))
@@ -113,6 +114,7 @@ def settings(
         redis=scorer_redis,
         model_store=store,
         model_name=MODEL,
+        group_id=f"{kafka.topic_prefix}scorer",  # one group per test: no stale members
         instance_id=instance,
         requests_offset_reset="earliest",
         canary=canary or CanaryPolicy(),

@@ -115,7 +115,8 @@ def test_bad_requests_get_error_answers_and_dead_letters_while_serving_goes_on(
     assert answers["bad-k"].status == "error" and error is not None
     assert error.code == "invalid_request" and "k" in error.message
     assert answers[good.request_id].status == "ok"
-    letters = [decode(DeadLetter, m.value()) for m in read_all(kafka, kafka.topic(REC_REQUESTS_DLQ), 2)]
+    dlq = read_all(kafka, kafka.topic(REC_REQUESTS_DLQ), 2)
+    letters = [decode(DeadLetter, m.value()) for m in dlq]
     assert sorted(d.error_class for d in letters) == ["MalformedJson", "SchemaViolation"]
     assert service.requests_loop.counters.consumed == 3
 
@@ -133,7 +134,7 @@ def test_two_scorers_in_one_group_answer_every_request_exactly_once(
     b = ScorerService(settings(kafka, scorer_redis_connection, tmp_path, instance="b"))
     with running(a), running(b):
         assert wait_for(
-            lambda: all(s.requests_loop.consumer.raw.assignment() for s in (a, b))
+            lambda: all(s.partitions for s in (a, b)) and len(a.partitions | b.partitions) == 4
         )
         sent = [request(f"user{n}") for n in range(200)]
         send_requests(kafka, sent)

@@ -12,7 +12,7 @@ from streams.features.batch import PositionedEvent
 from streams.features.feature_set import DENSE_FEATURES
 from streams.featurestore import RedisFeatureStore
 from streams.redis_connection import RedisConnection
-from tests.integration.streams.test_feature_writer import apply_in_batches, positioned_events
+from tests.integration.streams.feature_events import apply_in_batches, positioned_events
 
 
 def _in_window(ts: float, as_of: float, bucket_s: int, span: int) -> bool:

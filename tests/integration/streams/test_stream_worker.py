@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import redis
@@ -10,6 +11,7 @@ import redis
 from schemas.deadletter import DeadLetter
 from schemas.topics import INTERACTIONS, INTERACTIONS_DLQ
 from streams.kafka.connection import KafkaConnection
+from streams.pacing import Pacer
 from streams.redis_connection import RedisConnection
 from streams.sample import SampleConfig, SampleGenerator
 from streams.worker_process import APPLIED, DEAD_LETTERED, EVENTS_IN, SKIPPED
@@ -136,6 +138,51 @@ def test_two_workers_in_one_group_reach_the_state_of_one(
     )
     assert sum(shares) == count
     assert min(shares) > 0
+
+
+def test_a_worker_joining_mid_stream_takes_half_the_partitions_without_loss(
+    kafka: KafkaConnection,
+    redis_connection: RedisConnection,
+    redis_admin: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    env = worker_env(kafka, redis_connection)
+    first = start_worker(env, tmp_path)
+    workers = [first]
+    produced = threading.Event()
+
+    def produce_paced() -> None:
+        out, pacer = producer(kafka), Pacer(1_000.0)
+        for event in _sample(10_000, seed=5).events(10_000):
+            pacer.wait()
+            out.send(kafka.topic(INTERACTIONS), event.user_id, event)
+        out.flush()
+        produced.set()
+
+    thread = threading.Thread(target=produce_paced, daemon=True)
+    try:
+        first.wait_assigned(INTERACTIONS.partitions, timeout_s=90)
+        thread.start()
+        first.wait_for(1000, timeout_s=60)
+        # The rebalance happens while events flow and the first worker holds uncommitted work.
+        workers.append(start_worker(env, tmp_path))
+        workers[1].wait_assigned(INTERACTIONS.partitions // 2, timeout_s=90)
+        thread.join(timeout=60)
+        positioned = topic_events(kafka, 10_000)
+        wait_until_applied(redis_admin, redis_connection, positioned, timeout_s=180)
+        joined_share = workers[1].metrics().get(APPLIED, 0.0)
+    finally:
+        for w in workers:
+            w.stop()
+    assert produced.is_set()
+    assert (
+        differences(
+            read_state(redis_admin, redis_connection.key_prefix),
+            expected_state(redis_connection, positioned),
+        )
+        == []
+    )
+    assert joined_share > 0
 
 
 def test_worker_waits_while_redis_is_unreachable_and_resumes_by_itself(

@@ -46,7 +46,7 @@ def test_cold_start_prefers_popular_items_of_the_sessions_categories() -> None:
     categories = {"i1": "a", "i2": "a", "i5": "b", "new": "b"}
     reader = FakeReader({"u": context("u", ["new"])}, POPULAR, categories=categories)
     answer = scorer(reader, Routing()).score_batch([request("u", k=2)])[0]
-    assert [i.item_id for i in answer.response.items][0] == "i5"
+    assert answer.response.items[0].item_id == "i5"
 
 
 def test_with_no_model_and_no_popularity_the_answer_is_empty_but_ok() -> None:

@@ -1,0 +1,359 @@
+"""`streamrec bench serve`: request -> response latency of one scorer process, under ingest.
+
+Set-up, all on the local broker and Redis, isolated by a fresh topic and key prefix:
+- a session Transformer over `catalog_items` items (random weights: latency does not depend on
+  what the weights learned) stored in a temporary model store and announced on model.updates;
+- the real feature worker (`python -m streams.worker`, a child process) ingests a seed of
+  interactions, then `ingest_rate` events/s from a producer child process for the whole run;
+- one scorer child process (`streamrec serve`, configured by STREAMREC_* variables).
+This process only offers requests open-loop at each rate (streams.pacing.Pacer: no coordinated
+omission) and timestamps each response as it is consumed: latency = produce -> consume, in one
+clock. The first `warmup_s` of each rate are discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from bench.report import percentile, print_table, write_result
+from schemas.events import EventContext, InteractionEvent
+from schemas.events import EventType as InteractionType
+from schemas.model_updates import ModelUpdate
+from schemas.recommendations import RecommendationRequest, RecommendationResponse
+from schemas.topics import CATALOG, INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from schemas.wire import decode
+from streams.kafka.admin import create_topics
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+from streams.metrics import histogram_quantile, scrape
+from streams.pacing import Pacer
+from streams.worker_process import WorkerProcess, free_port, settled
+
+MODEL = "session_transformer"
+USERS = 5000
+CATEGORIES = 100
+SEED_EVENTS = 20_000
+COLD_SHARE = 0.05
+"""Requests from users the system has never seen (cold start)."""
+WARMUP_S = 2.0
+LATENCY_METRIC = "streamrec_serve_latency_seconds"
+
+
+def _event(rng: np.random.Generator, catalog: int, now: float) -> InteractionEvent:
+    user = int(rng.integers(USERS))
+    item = int(min(rng.zipf(1.2), catalog)) - 1  # a popularity skew, as real catalogs have
+    item = (item * 7919 + user % 13) % catalog  # spread popular items over the index
+    kind = InteractionType.CLICK if rng.random() < 0.3 else InteractionType.VIEW
+    return InteractionEvent(
+        event_id=uuid.uuid4().hex, user_id=f"u{user}", session_id=f"u{user}-s",
+        item_id=f"i{item}", event_type=kind, timestamp=now,
+        context=EventContext(category=f"c{item % CATEGORIES}"),
+    )
+
+
+def _producer(kafka: KafkaConnection) -> EventProducer:
+    # Uncompressed: the feature worker's aiokafka needs the lz4 package to read lz4 batches.
+    return EventProducer(kafka, **{"compression.type": "none"})
+
+
+def _ingest(kafka: KafkaConnection, catalog: int, rate: float, stop: EventType) -> None:
+    """Child process: offers `rate` interactions/s until stopped."""
+    producer, rng, pacer = _producer(kafka), np.random.default_rng(7), Pacer(rate)
+    topic = kafka.topic(INTERACTIONS)
+    while not stop.is_set():
+        pacer.wait()
+        event = _event(rng, catalog, time.time())
+        producer.send(topic, event.user_id, event)
+    producer.flush()
+
+
+def _seed(kafka: KafkaConnection, catalog: int) -> None:
+    producer, rng = _producer(kafka), np.random.default_rng(3)
+    start = time.time() - SEED_EVENTS * 0.05
+    for n in range(SEED_EVENTS):
+        event = _event(rng, catalog, start + n * 0.05)
+        producer.send(kafka.topic(INTERACTIONS), event.user_id, event)
+    producer.flush(120)
+
+
+def _store_model(root: Path, catalog: int) -> Path:
+    import torch
+
+    from models.session_config import SessionTransformerConfig
+    from models.session_transformer import SessionTransformer
+    from models.store import ModelStore
+    from serving.session_model import save_session_model
+
+    torch.manual_seed(0)
+    model = SessionTransformer(catalog, SessionTransformerConfig(dim=64, layers=2, max_len=50))
+    return save_session_model(
+        ModelStore(root), MODEL, "1.0", model, [f"i{n}" for n in range(catalog)]
+    )
+
+
+@dataclass
+class Tracker:
+    """Send and receive times by request id (perf_counter seconds)."""
+
+    sent: dict[str, float] = field(default_factory=dict)
+    received: dict[str, float] = field(default_factory=dict)
+    errors: int = 0
+    strategies: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _consume(consumer: Consumer, tracker: Tracker, stop: threading.Event) -> None:
+    while not stop.is_set():
+        message = consumer.poll(0.05)
+        if message is None or message.error() is not None:
+            continue
+        now = time.perf_counter()
+        response = decode(RecommendationResponse, message.value())
+        with tracker.lock:
+            tracker.received.setdefault(response.request_id, now)
+            tracker.errors += response.status == "error"
+            tracker.strategies[response.strategy] = tracker.strategies.get(response.strategy, 0) + 1
+
+
+def _responses_consumer(kafka: KafkaConnection) -> Consumer:
+    consumer = Consumer(
+        {
+            **kafka.client_config(),
+            "group.id": f"bench-serve-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 2,
+        }
+    )
+    topic = kafka.topic(REC_RESPONSES)
+    consumer.assign([TopicPartition(topic, p, -2) for p in range(4)])  # -2: from the start
+    return consumer
+
+
+def _request(rng: np.random.Generator, n: int) -> RecommendationRequest:
+    user = f"new{n}" if rng.random() < COLD_SHARE else f"u{int(rng.integers(USERS))}"
+    return RecommendationRequest(
+        request_id=uuid.uuid4().hex, user_id=user, session_id=f"{user}-s", k=10,
+        sent_at=time.time(),
+    )
+
+
+def _offer(
+    kafka: KafkaConnection, tracker: Tracker, rate: float, seconds: float
+) -> list[str]:
+    """Offers `rate` requests/s for `seconds`; returns the ids sent (in order)."""
+    producer = EventProducer(kafka, **{"linger.ms": 0})
+    rng, pacer, topic = np.random.default_rng(int(rate)), Pacer(rate), kafka.topic(REC_REQUESTS)
+    ids = []
+    for n in range(int(rate * seconds)):
+        pacer.wait()
+        request = _request(rng, n)
+        with tracker.lock:
+            tracker.sent[request.request_id] = time.perf_counter()
+        producer.send(topic, request.user_id, request)
+        ids.append(request.request_id)
+    producer.flush()
+    return ids
+
+
+def _measure(
+    kafka: KafkaConnection, tracker: Tracker, rate: float, seconds: float
+) -> dict[str, Any]:
+    ids = _offer(kafka, tracker, rate, WARMUP_S + seconds)
+    measured = ids[int(rate * WARMUP_S) :]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(i not in tracker.received for i in measured[-50:]):
+        time.sleep(0.1)
+    with tracker.lock:
+        pairs = [(tracker.sent[i], tracker.received[i]) for i in measured if i in tracker.received]
+    latencies = [(r - s) * 1000 for s, r in pairs]
+    span = max(r for _, r in pairs) - min(s for s, _ in pairs) if pairs else 0.0
+    return {
+        "p50_ms": round(percentile(latencies, 50), 2) if latencies else None,
+        "p99_ms": round(percentile(latencies, 99), 2) if latencies else None,
+        "achieved_rps": round(len(pairs) / span, 1) if span else 0.0,
+        "requests": len(measured),
+        "responses": len(pairs),
+        "max_ms": round(max(latencies), 2) if latencies else None,
+    }
+
+
+def _scorer(kafka: KafkaConnection, key_prefix: str, store: Path, log: Path) -> tuple[
+    subprocess.Popen[bytes], int
+]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+        "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "STREAMREC_REDIS__USERNAME": "scorer",
+        "STREAMREC_REDIS__KEY_PREFIX": key_prefix,
+        "STREAMREC_MODEL_STORE": str(store),
+        "STREAMREC_MODEL_NAME": MODEL,
+        "STREAMREC_GROUP_ID": f"{kafka.topic_prefix}scorer",
+        "STREAMREC_REQUESTS_OFFSET_RESET": "earliest",
+        "STREAMREC_METRICS_PORT": str(port),
+    }
+    command = [sys.executable, "-c", "from serving.serve_cli import serve; serve(bootstrap=False)"]
+    with open(log, "ab") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+    return process, port
+
+
+def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    key = 'streamrec_model_version_info{role="serving",version="1.0"}'
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"scorer exited with {process.returncode}")
+        try:
+            if scrape(port).get(key) == 1.0:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("scorer did not load the model in time")
+
+
+def _publish_model(kafka: KafkaConnection, location: Path) -> None:
+    producer = EventProducer(kafka)
+    update = ModelUpdate(
+        model_name=MODEL, version="1.0", kind="full", location=str(location),
+        published_at=time.time(),
+    )
+    producer.send(kafka.topic(MODEL_UPDATES), MODEL, update)
+    producer.flush()
+
+
+def run(
+    json_path: Path, catalog_items: int, rates: list[float], seconds: float, ingest_rate: float
+) -> None:
+    kafka = KafkaConnection(topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.")
+    key_prefix = f"sr:bench:{uuid.uuid4().hex[:8]}:"
+    create_topics(kafka)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    log = workdir / "children.log"
+    stop_ingest = multiprocessing.get_context("spawn").Event()
+    children: list[Any] = []
+    try:
+        _publish_model(kafka, _store_model(workdir / "models", catalog_items))
+        _seed(kafka, catalog_items)
+        worker = WorkerProcess(
+            {
+                "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+                "STREAMREC_REDIS__KEY_PREFIX": key_prefix,
+                "STREAMREC_GROUP_ID": f"{kafka.topic_prefix}features",
+                "STREAMREC_LOG_LEVEL": "WARNING",
+            },
+            log,
+        ).start()
+        children.append(worker)
+        worker.wait_for(SEED_EVENTS, timeout_s=120)
+        scorer, port = _scorer(kafka, key_prefix, workdir / "models", log)
+        children.append(scorer)
+        _wait_ready(port, scorer)
+        ingest = multiprocessing.get_context("spawn").Process(
+            target=_ingest, args=(kafka, catalog_items, ingest_rate, stop_ingest), daemon=True
+        )
+        ingest.start()
+        children.append(ingest)
+        result = _run_rates(kafka, rates, seconds, worker, port)
+    finally:
+        stop_ingest.set()
+        _stop(children)
+        _cleanup(kafka, key_prefix)
+        shutil.rmtree(workdir, ignore_errors=True)
+    result = {"catalog_items": catalog_items, "ingest_rate": ingest_rate, **result}
+    write_result(json_path, result)
+    _print(result)
+
+
+def _run_rates(
+    kafka: KafkaConnection, rates: list[float], seconds: float, worker: WorkerProcess, port: int
+) -> dict[str, Any]:
+    tracker, stop = Tracker(), threading.Event()
+    consumer = _responses_consumer(kafka)
+    thread = threading.Thread(target=_consume, args=(consumer, tracker, stop), daemon=True)
+    thread.start()
+    try:
+        _measure(kafka, tracker, 20.0, 1.0)  # the group joins and caches fill: not measured
+        applied_before, started = settled(worker.metrics()), time.perf_counter()
+        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds) for r in rates}
+        ingested = (settled(worker.metrics()) - applied_before) / (time.perf_counter() - started)
+        samples = scrape(port)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        consumer.close()
+    return {
+        "by_rate": by_rate,
+        "ingest_achieved_per_s": round(ingested, 1),
+        "scorer_internal_latency_ms": {
+            "p50": round(histogram_quantile(samples, LATENCY_METRIC, 0.5) * 1000, 2),
+            "p99": round(histogram_quantile(samples, LATENCY_METRIC, 0.99) * 1000, 2),
+        },
+        "response_strategies": tracker.strategies,
+        "error_responses": tracker.errors,
+        "seconds_per_rate": seconds,
+        "setup": "1 scorer process (torch 1 thread, faiss IVF nprobe 16, batch <= 64 or 3 ms), "
+        "1 feature worker process, k=10, 5% cold-start users, random-weight session "
+        "Transformer dim 64 x 2 layers",
+    }
+
+
+def _stop(children: list[Any]) -> None:
+    for child in reversed(children):
+        if isinstance(child, WorkerProcess):
+            child.stop()
+        elif isinstance(child, subprocess.Popen):
+            child.terminate()
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        else:
+            child.join(timeout=10)
+
+
+def _cleanup(kafka: KafkaConnection, key_prefix: str) -> None:
+    admin = AdminClient(kafka.client_config())
+    topics = [kafka.topic(spec) for spec in CATALOG]
+    for future in admin.delete_topics(topics).values():
+        with contextlib.suppress(Exception):  # best effort: a leftover bench topic is harmless
+            future.result()
+    from deploy.local.settings import LocalStackSettings
+    from deploy.local.stack import LocalStack
+
+    client = LocalStack(LocalStackSettings()).redis.admin_client()
+    for key in client.scan_iter(match=f"{key_prefix}*", count=1000):
+        client.delete(key)
+
+
+def _print(result: dict[str, Any]) -> None:
+    rows = [("catalog items", f"{result['catalog_items']:,}"),
+            ("ingest offered / achieved", f"{result['ingest_rate']:g} / "
+             f"{result['ingest_achieved_per_s']:g} events/s")]
+    for rate, figures in result["by_rate"].items():
+        rows.append((
+            f"@{rate} req/s p50 / p99 ms",
+            f"{figures['p50_ms']} / {figures['p99_ms']} (achieved {figures['achieved_rps']}/s, "
+            f"{figures['responses']}/{figures['requests']} answered)",
+        ))
+    print_table("bench serve (request -> response)", rows)
