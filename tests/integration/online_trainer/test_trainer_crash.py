@@ -84,7 +84,9 @@ def test_trainer_killed_mid_stream_neither_skips_nor_retrains_a_batch(
             if 0 < _trained(checkpoint) < total:
                 mid_stream_kills += 1
         proc.wait(timeout=30)
-    final = subprocess.run(command, env=env, timeout=600, capture_output=True, text=True)
+    final = subprocess.run(
+        command, env=env, timeout=600, capture_output=True, text=True, check=False
+    )
     assert final.returncode == 0, final.stderr[-2000:]
     assert mid_stream_kills >= 2, "the kills must land while the stream is half-trained"
 

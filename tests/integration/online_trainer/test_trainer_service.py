@@ -53,7 +53,7 @@ def test_a_new_item_is_recommendable_after_the_next_publication_without_restart(
     try:
         trainer = running.service.trainer
         _wait(
-            lambda: trainer.state.ledger.trained_count() >= 3000 and trainer.publications,
+            lambda: trainer.state.ledger.trained_count() >= 3000 and bool(trainer.publications),
             120,
             "first publication",
         )
