@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from online_trainer import train_cli
+from streams import monitor_cli
+
 app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_args_is_help=True)
 
 
@@ -29,3 +32,7 @@ def kafka(
         latency_rate=latency_rate,
         latency_seconds=latency_seconds,
     )
+
+
+app.command("online")(train_cli.bench_online)
+app.command("drift")(monitor_cli.bench_drift)

@@ -12,8 +12,10 @@ import typer
 
 from bench import cli as bench_cli
 from deploy import local_cli
+from online_trainer import train_cli
 from schemas import cli as schemas_cli
 from streams import cli as streams_cli
+from streams import monitor_cli
 
 app = typer.Typer(
     name="streamrec",
@@ -39,4 +41,7 @@ app.command("status")(local_cli.status)
 app.add_typer(schemas_cli.topics_app, name="topics")
 app.add_typer(schemas_cli.schemas_app, name="schemas")
 app.command("produce-sample")(streams_cli.produce_sample)
+app.command("train")(train_cli.train)
+app.command("retrain")(train_cli.retrain)
+app.command("monitor")(monitor_cli.monitor)
 app.add_typer(bench_cli.app, name="bench")

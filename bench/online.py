@@ -1,0 +1,177 @@
+"""Online vs frozen on ML-100K replayed through Kafka in time order (`streamrec bench online`).
+
+1. The first half (by time) trains a model offline (full retrain, validated on its last events).
+2. That model is checkpointed twice over: as the start of the online trainer, and as a frozen
+   copy that never updates its weights (it still sees each user's newest history, so the
+   comparison isolates learning, not feature freshness).
+3. The second half is produced to Kafka at an open-loop rate; the trainer consumes it, scores
+   every event with both models before learning (prequential), learns, and publishes gated
+   versions. Freshness = Kafka ingest time of an event -> a published, loadable version that
+   contains it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from tempfile import mkdtemp
+
+import pandas as pd
+
+from bench.report import percentile, print_table, write_result
+from models.datasets import load_ml100k
+from online_trainer.checkpoint import CheckpointStore, TrainerState
+from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.prequential import RunningMetrics
+from online_trainer.retrain import full_retrain
+from online_trainer.service import TrainerService
+from online_trainer.settings import TrainSettings
+from schemas import InteractionEvent
+from schemas.topics import INTERACTIONS
+from streams.dataset_replay import frame_events
+from streams.kafka.admin import create_topics
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.contract_loop import Envelope
+from streams.kafka.producer import EventProducer
+from streams.pacing import Pacer
+
+
+def _interactions(frame: pd.DataFrame) -> list[Interaction]:
+    return [
+        Interaction(str(u), str(i), int(t))
+        for u, i, t in zip(frame["user_id"], frame["item_id"], frame["timestamp"], strict=True)
+    ]
+
+
+def _pretrain(settings: TrainSettings, first: pd.DataFrame) -> tuple[OnlineModel, float]:
+    started = time.perf_counter()
+    base = OnlineModel(settings.model)
+    result = full_retrain(_interactions(first), base, settings.model)
+    CheckpointStore(settings.state_dir).save(
+        result.model.tensors(),
+        result.model.trainer.optimizer.state_dict(),
+        result.model.items,
+        result.model.histories,
+        TrainerState(),
+    )
+    return result.model, time.perf_counter() - started
+
+
+def _attach_frozen(
+    service: TrainerService, frozen: OnlineModel, metrics: RunningMetrics
+) -> list[float]:
+    """Scores each batch with the frozen model just before the online model sees it."""
+    trainer = service.trainer
+    original = trainer.train_batch
+    busy: list[float] = []
+
+    def train_batch(batch: list[Envelope[InteractionEvent]]) -> None:
+        interactions = [
+            Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp)) for e in batch
+        ]
+        metrics.add(frozen.ranks(frozen.queries(interactions)))
+        frozen.learn(interactions, steps=0)  # histories only: the weights stay frozen
+        started = time.perf_counter()
+        original(batch)
+        busy.append(time.perf_counter() - started)
+
+    trainer.train_batch = train_batch  # type: ignore[method-assign]
+    return busy
+
+
+def _produce(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
+    producer = EventProducer(kafka)
+    topic = kafka.topic(INTERACTIONS)
+    pacer = Pacer(rate)
+    count = 0
+    for event in frame_events(frame):
+        pacer.wait()
+        producer.send(topic, event.user_id, event)
+        count += 1
+    producer.flush()
+    return count
+
+
+def run(json_path: Path, rate: float, pretrain_s: float) -> None:
+    frame = load_ml100k().sort_values("timestamp", kind="stable").reset_index(drop=True)
+    half = len(frame) // 2
+    kafka = KafkaConnection(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
+    create_topics(kafka)
+    work = Path(mkdtemp(prefix="streamrec-bench-online-"))
+    settings = TrainSettings(
+        kafka=kafka,
+        state_dir=work / "state",
+        store_dir=work / "store",
+        group_id=f"bench-trainer-{uuid.uuid4().hex[:6]}",
+        alerts_group_id=f"bench-alerts-{uuid.uuid4().hex[:6]}",
+        publish_every_s=2.0,
+        batch_size=256,
+        batch_timeout_s=0.1,
+        checkpoint_every_batches=50,
+        model=TrainSettings().model.model_copy(update={"time_budget_s": pretrain_s}),
+    )
+    model, pretrain_wall = _pretrain(settings, frame.iloc[:half])
+    frozen = model.frozen_copy()
+    frozen_metrics = RunningMetrics()
+    service = TrainerService(settings)
+    busy = _attach_frozen(service, frozen, frozen_metrics)
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    started = time.perf_counter()
+    produced = _produce(kafka, frame.iloc[half:], rate)
+    ledger = service.trainer.state.ledger
+    while ledger.trained_count() < produced and time.perf_counter() - started < 3600:
+        time.sleep(0.2)
+    time.sleep(settings.publish_every_s + 1)  # the last events reach a publication
+    wall = time.perf_counter() - started
+    stop.set()
+    thread.join(timeout=60)
+    _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall)
+
+
+def _report(
+    json_path: Path,
+    service: TrainerService,
+    frozen: RunningMetrics,
+    busy: list[float],
+    produced: int,
+    wall: float,
+    rate: float,
+    pretrain_wall: float,
+) -> None:
+    online = service.trainer.running.summary()
+    frozen_summary = frozen.summary()
+    fresh = [s * 1000 for s in service.trainer.freshness_s] or [float("nan")]
+    result = {
+        "online": {"hr@10": round(online["hr@10"], 4), "ndcg@10": round(online["ndcg@10"], 4)},
+        "frozen": {
+            "hr@10": round(frozen_summary["hr@10"], 4),
+            "ndcg@10": round(frozen_summary["ndcg@10"], 4),
+        },
+        "freshness_ms": {"p50": round(percentile(fresh, 50)), "p99": round(percentile(fresh, 99))},
+        "events_per_s": round(produced / max(sum(busy), 1e-9)),
+        "events_scored": int(online["events"]),
+        "events_streamed": produced,
+        "offered_rate": rate,
+        "wall_s": round(wall, 1),
+        "pretrain_s": round(pretrain_wall, 1),
+        "publications": len(service.trainer.publications),
+        "note": "events_per_s = streamed events / time spent scoring+learning (both models scored)",
+    }
+    write_result(json_path, result)
+    ratio = online["hr@10"] / max(frozen_summary["hr@10"], 1e-9)
+    rows = [
+        ("online HR@10 / NDCG@10", f"{online['hr@10']:.4f} / {online['ndcg@10']:.4f}"),
+        (
+            "frozen HR@10 / NDCG@10",
+            f"{frozen_summary['hr@10']:.4f} / {frozen_summary['ndcg@10']:.4f}",
+        ),
+        ("online / frozen HR@10", f"{ratio:.3f}"),
+        ("freshness p50 / p99 ms", f"{percentile(fresh, 50):.0f} / {percentile(fresh, 99):.0f}"),
+        ("events/s trained", f"{produced / max(sum(busy), 1e-9):,.0f}"),
+        ("publications", str(len(service.trainer.publications))),
+    ]
+    print_table("bench online (ML-100K, second half streamed)", rows)
