@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
+from models import cli as models_cli
 from online_trainer import train_cli
-from streams import monitor_cli
+from streams import monitor_cli, stream_cli
 
 app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_args_is_help=True)
 
@@ -34,5 +35,7 @@ def kafka(
     )
 
 
+app.command("ingest")(stream_cli.bench_ingest)
+app.command("train")(models_cli.bench_train)
 app.command("online")(train_cli.bench_online)
 app.command("drift")(monitor_cli.bench_drift)

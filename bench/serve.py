@@ -173,9 +173,17 @@ def _offer(
     return ids
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc): unlike latency, independent of how
+    busy the shared machine is."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(
-    kafka: KafkaConnection, tracker: Tracker, rate: float, seconds: float
+    kafka: KafkaConnection, tracker: Tracker, rate: float, seconds: float, scorer_pid: int
 ) -> dict[str, Any]:
+    cpu_before = _cpu_seconds(scorer_pid)
     ids = _offer(kafka, tracker, rate, WARMUP_S + seconds)
     measured = ids[int(rate * WARMUP_S) :]
     deadline = time.monotonic() + 10
@@ -184,6 +192,8 @@ def _measure(
     with tracker.lock:
         pairs = [(tracker.sent[i], tracker.received[i]) for i in measured if i in tracker.received]
     latencies = [(r - s) * 1000 for s, r in pairs]
+    answered = sum(1 for i in ids if i in tracker.received)
+    cpu_ms = (_cpu_seconds(scorer_pid) - cpu_before) * 1000 / max(answered, 1)
     span = max(r for _, r in pairs) - min(s for s, _ in pairs) if pairs else 0.0
     return {
         "p50_ms": round(percentile(latencies, 50), 2) if latencies else None,
@@ -192,6 +202,8 @@ def _measure(
         "requests": len(measured),
         "responses": len(pairs),
         "max_ms": round(max(latencies), 2) if latencies else None,
+        "scorer_cpu_ms_per_request": round(cpu_ms, 3),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -269,12 +281,13 @@ def run(
         scorer, port = _scorer(kafka, key_prefix, workdir / "models", log)
         children.append(scorer)
         _wait_ready(port, scorer)
-        ingest = multiprocessing.get_context("spawn").Process(
-            target=_ingest, args=(kafka, catalog_items, ingest_rate, stop_ingest), daemon=True
-        )
-        ingest.start()
-        children.append(ingest)
-        result = _run_rates(kafka, rates, seconds, worker, port)
+        if ingest_rate > 0:  # Pacer(0) would mean unpaced
+            ingest = multiprocessing.get_context("spawn").Process(
+                target=_ingest, args=(kafka, catalog_items, ingest_rate, stop_ingest), daemon=True
+            )
+            ingest.start()
+            children.append(ingest)
+        result = _run_rates(kafka, rates, seconds, worker, (scorer.pid, port))
     finally:
         stop_ingest.set()
         _stop(children)
@@ -286,16 +299,21 @@ def run(
 
 
 def _run_rates(
-    kafka: KafkaConnection, rates: list[float], seconds: float, worker: WorkerProcess, port: int
+    kafka: KafkaConnection,
+    rates: list[float],
+    seconds: float,
+    worker: WorkerProcess,
+    scorer: tuple[int, int],
 ) -> dict[str, Any]:
+    pid, port = scorer
     tracker, stop = Tracker(), threading.Event()
     consumer = _responses_consumer(kafka)
     thread = threading.Thread(target=_consume, args=(consumer, tracker, stop), daemon=True)
     thread.start()
     try:
-        _measure(kafka, tracker, 20.0, 1.0)  # the group joins and caches fill: not measured
+        _measure(kafka, tracker, 20.0, 1.0, pid)  # the group joins, caches fill: not measured
         applied_before, started = settled(worker.metrics()), time.perf_counter()
-        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds) for r in rates}
+        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds, pid) for r in rates}
         ingested = (settled(worker.metrics()) - applied_before) / (time.perf_counter() - started)
         samples = scrape(port)
     finally:
@@ -312,7 +330,7 @@ def _run_rates(
         "response_strategies": tracker.strategies,
         "error_responses": tracker.errors,
         "seconds_per_rate": seconds,
-        "setup": "1 scorer process (torch 1 thread, faiss IVF nprobe 16, batch <= 64 or 3 ms), "
+        "setup": "1 scorer process (torch 1 thread, faiss IVF nprobe 12, batch <= 64 or 3 ms), "
         "1 feature worker process, k=10, 5% cold-start users, random-weight session "
         "Transformer dim 64 x 2 layers",
     }
@@ -354,6 +372,7 @@ def _print(result: dict[str, Any]) -> None:
         rows.append((
             f"@{rate} req/s p50 / p99 ms",
             f"{figures['p50_ms']} / {figures['p99_ms']} (achieved {figures['achieved_rps']}/s, "
-            f"{figures['responses']}/{figures['requests']} answered)",
+            f"{figures['responses']}/{figures['requests']} answered, scorer CPU "
+            f"{figures['scorer_cpu_ms_per_request']} ms/request)",
         ))
     print_table("bench serve (request -> response)", rows)

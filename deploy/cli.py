@@ -12,10 +12,11 @@ import typer
 
 from bench import cli as bench_cli
 from deploy import local_cli
+from models import cli as models_cli
 from online_trainer import train_cli
 from schemas import cli as schemas_cli
 from streams import cli as streams_cli
-from streams import monitor_cli
+from streams import monitor_cli, stream_cli
 
 app = typer.Typer(
     name="streamrec",
@@ -41,6 +42,8 @@ app.command("status")(local_cli.status)
 app.add_typer(schemas_cli.topics_app, name="topics")
 app.add_typer(schemas_cli.schemas_app, name="schemas")
 app.command("produce-sample")(streams_cli.produce_sample)
+app.command("stream")(stream_cli.stream)
+app.command("eval")(models_cli.eval_command)
 app.command("train")(train_cli.train)
 app.command("retrain")(train_cli.retrain)
 app.command("monitor")(monitor_cli.monitor)

@@ -23,8 +23,8 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import save_file
 
-from models.sequence_training import Batch, SessionTrainer
-from models.sequences import UserSequences
+from models.sequence_training import Batch, FitReport, SessionTrainer
+from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.retrain import full_retrain
@@ -51,7 +51,17 @@ class AllReduceTrainer(SessionTrainer):
         self.optimizer.step()
         return float(loss.detach())
 
-    def fit(self, train: UserSequences, validation=None):  # type: ignore[no-untyped-def]
+    def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
+        # Everything that decides the weights must be identical on every rank, or the ranks
+        # diverge and their early-stopping decisions (hence their collectives) stop matching:
+        # the item initialisation comes from the whole training set, not from this rank's shard,
+        # and rank 0's initial weights are broadcast like DistributedDataParallel does.
+        if self.config.spectral_init:
+            self.init_items_from(train)
+            self.config = self.config.model_copy(update={"spectral_init": False})
+        with torch.no_grad():
+            for param in self.model.parameters():
+                dist.broadcast(param, src=0)
         return super().fit(shard(train, dist.get_rank(), dist.get_world_size()), validation)
 
 

@@ -48,7 +48,7 @@ def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
             interactions, trainer.model, config, settings.retrain_mode, settings.max_users
         )
     else:
-        result = _distributed(interactions, trainer.model, nproc, config.model_dump_json())
+        result = distributed_retrain(interactions, trainer.model, nproc, config.model_dump_json())
     publication = trainer.adopt_retrained(result, replay.end_offsets)
     producer.flush()
     assert publication is not None
@@ -59,7 +59,7 @@ def _since(settings: TrainSettings) -> float:
     return time.time() - settings.retrain_window_s
 
 
-def _distributed(
+def distributed_retrain(
     interactions: list[Interaction], current: OnlineModel, nproc: int, config_json: str
 ) -> RetrainResult:
     from models.session_config import SessionTransformerConfig

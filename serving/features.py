@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 USER_FIELDS = ("last_ts", "n_view", "n_click", "n_cart", "n_purchase")
 SESSION_FIELDS = ("last_ts", "n")
+MAX_CACHED_CATEGORIES = 2_000_000
+"""Bounded memory: past this many items the category cache starts over (and refills)."""
 PREVIOUS_HOUR_WEIGHT = 0.5
 """Recent popularity = this hour's counts + half of the previous hour's (a smooth hand-over)."""
 
@@ -226,6 +228,8 @@ class RedisFeatureReader:
         Cached for the process lifetime: an item's category is its catalog placement and is
         not expected to change (a changed one is picked up after a restart)."""
         missing = [i for i in dict.fromkeys(item_ids) if i not in self._categories]
+        if len(self._categories) + len(missing) > MAX_CACHED_CATEGORIES:
+            self._categories.clear()
         if missing:
             pipe = self._client.pipeline(transaction=False)
             for item_id in missing:

@@ -1,1 +1,1 @@
-"""Stream processing: Kafka plumbing shared by every service and the feature workers (DESIGN.md §3)."""
+"""Stream processing: shared Kafka plumbing, feature workers, monitor and drift (DESIGN.md §3, §7)."""

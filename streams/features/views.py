@@ -83,7 +83,7 @@ class Rates:
     def read(h: Hash, prior: Rates | None = None) -> Rates:
         views, clicks = int(h.get("n_view", 0)), int(h.get("n_click", 0))
         carts, purchases = int(h.get("n_cart", 0)), int(h.get("n_purchase", 0))
-        if prior is None:  # the global totals themselves: plain rates
+        if prior is None:  # global totals and users: plain (unsmoothed) rates
             return Rates(
                 views, clicks, carts, purchases, clicks / max(views, 1), purchases / max(clicks, 1)
             )
@@ -135,7 +135,7 @@ class UserFeatures:
         return UserFeatures(
             user_id=user_id,
             known=bool(h),
-            rates=Rates.read(h, Rates()),
+            rates=Rates.read(h),
             counts=WindowCounts.read(minutes, hours, as_of),
             seconds_since_last_event=since(as_of, last),
             seconds_since_last_purchase=since(as_of, _float(h, "last_purchase_ts")),

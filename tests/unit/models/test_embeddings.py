@@ -14,7 +14,7 @@ from models.session_config import SessionTransformerConfig
 
 def _train_step(table: FusedEmbedding, rows: torch.Tensor) -> None:
     vectors = table.gather(rows)
-    (vectors.sum(dim=1) ** 2).sum().backward()
+    (vectors.sum(dim=1) ** 2).sum().backward()  # type: ignore[no-untyped-call]
     assert vectors.grad is not None
     table.apply_gradients(rows, vectors.grad)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from models.retrieval import (
     FaissItemIndex,
@@ -20,7 +21,8 @@ def _realistic_embeddings(n: int, dim: int, seed: int = 0) -> np.ndarray:
     assignment = rng.integers(0, 64, n)
     vectors = centers[assignment] + 0.5 * rng.normal(size=(n, dim))
     popularity = rng.zipf(1.5, n).clip(max=100)
-    return (vectors * np.log1p(popularity)[:, None]).astype(np.float32)
+    out: npt.NDArray[np.float32] = (vectors * np.log1p(popularity)[:, None]).astype(np.float32)
+    return out
 
 
 def _exact_top(items: np.ndarray, queries: np.ndarray, n: int) -> np.ndarray:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter, defaultdict
 
@@ -28,7 +29,7 @@ def test_events_are_valid_contracts_with_past_increasing_timestamps() -> None:
 
 def test_funnel_steps_follow_each_other_on_the_same_item() -> None:
     events = _events()
-    for prev, cur in zip(events, events[1:], strict=False):
+    for prev, cur in itertools.pairwise(events):
         if cur.event_type is not EventType.VIEW:
             assert prev.item_id == cur.item_id
             assert prev.session_id == cur.session_id

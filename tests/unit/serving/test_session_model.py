@@ -1,0 +1,55 @@
+"""The real recommender (session Transformer + faiss + DLRM ranker) behind the protocols."""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.ranker import DLRMConfig, DLRMRanker
+from models.retrieval import RetrievalConfig
+from models.session_config import SessionTransformerConfig
+from models.session_transformer import SessionTransformer
+from models.store import ModelStore
+from serving.ordering import BusinessRules
+from serving.registry import Deployment, Routing
+from serving.scorer import Scorer
+from serving.session_model import load_session_bundle, save_session_model
+from tests.unit.serving.fakes import FakeReader, context, request, update
+
+ITEMS = [f"i{n}" for n in range(1, 61)]
+
+
+def stored(root: Path, with_ranker: bool) -> None:
+    torch.manual_seed(0)
+    model = SessionTransformer(64, SessionTransformerConfig(dim=16, layers=1, max_len=20))
+    ranker = DLRMRanker(DLRMConfig(n_dense=8, n_sparse=2, dim=16)) if with_ranker else None
+    # 64 rows for 60 ids: the trainer grows its table ahead of its vocabulary.
+    save_session_model(ModelStore(root), "m", "1.0", model, ITEMS, ranker)
+
+
+def test_a_stored_checkpoint_loads_into_a_bundle_that_encodes_and_searches(
+    tmp_path: Path,
+) -> None:
+    stored(tmp_path, with_ranker=False)
+    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    assert len(bundle.index) == len(ITEMS)  # rows without an id are not indexed
+    queries = bundle.recommender.encode([[(1, 100.0), (2, 160.0)], [(3, 100.0)]])
+    _scores, ids = bundle.index.search(queries, 10)
+    assert queries.shape[0] == 2 and ids.shape == (2, 10)
+    assert set(ids.ravel().tolist()) <= set(range(1, 61))
+    assert not np.array_equal(ids[0], ids[1])
+
+
+def test_a_stored_ranker_reorders_the_filtered_candidates(tmp_path: Path) -> None:
+    stored(tmp_path, with_ranker=True)
+    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    assert bundle.ranker is not None
+    routing = Routing(Deployment(update("1.0"), bundle, since=0.0))
+    reader = FakeReader({"u": context("u", ["i1", "i2"])})
+    response = Scorer(reader, lambda: routing, BusinessRules(), candidates=30).score_batch(
+        [request("u", k=8)]
+    )[0].response
+    scores = [i.score for i in response.items]
+    assert len(scores) == 8 and scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)  # ranker probabilities, not inner products
+    assert not {i.item_id for i in response.items} & {"i1", "i2"}
