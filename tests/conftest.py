@@ -21,16 +21,27 @@ from streams.redis_connection import RedisConnection
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[LocalStack]:
+    """The local stack (ports from STREAMREC_LOCAL__*). Its addresses are exported as the
+    services' own STREAMREC_* variables, so in-process settings and spawned workers agree."""
     local = LocalStack(LocalStackSettings())
     report = local.up()
-    yield local
+    s = local.settings
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("STREAMREC_KAFKA__BOOTSTRAP_SERVERS", f"{s.host}:{s.kafka_port}")
+        env.setenv("STREAMREC_REDIS__HOST", s.host)
+        env.setenv("STREAMREC_REDIS__PORT", str(s.redis_port))
+        env.setenv("STREAMREC_REDIS__SECRETS_DIR", str(s.secrets_dir.resolve()))
+        yield local
     local.down(only=report.started)
 
 
 @pytest.fixture
 def kafka(stack: LocalStack) -> KafkaConnection:
     """A connection whose catalog topics exist under a prefix of this test's own."""
-    connection = KafkaConnection(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    s = stack.settings
+    connection = KafkaConnection(
+        bootstrap_servers=f"{s.host}:{s.kafka_port}", topic_prefix=f"t{uuid.uuid4().hex[:10]}."
+    )
     create_topics(connection)
     return connection
 
@@ -52,6 +63,7 @@ def redis_prefix(redis_admin: redis.Redis) -> Iterator[str]:
 def redis_connection(stack: LocalStack, redis_prefix: str) -> RedisConnection:
     """The feature writer's ACL user, confined to this test's key prefix."""
     return RedisConnection(
+        host=stack.settings.host,
         port=stack.settings.redis_port,
         username="streams",
         secrets_dir=stack.settings.secrets_dir,
