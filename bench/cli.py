@@ -8,6 +8,7 @@ import typer
 
 from models import cli as models_cli
 from online_trainer import train_cli
+from serving import serve_cli
 from streams import monitor_cli, stream_cli
 
 app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_args_is_help=True)
@@ -38,4 +39,5 @@ def kafka(
 app.command("ingest")(stream_cli.bench_ingest)
 app.command("train")(models_cli.bench_train)
 app.command("online")(train_cli.bench_online)
+app.command("serve")(serve_cli.bench_serve)
 app.command("drift")(monitor_cli.bench_drift)

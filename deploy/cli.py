@@ -15,6 +15,7 @@ from deploy import local_cli
 from models import cli as models_cli
 from online_trainer import train_cli
 from schemas import cli as schemas_cli
+from serving import serve_cli
 from streams import cli as streams_cli
 from streams import monitor_cli, stream_cli
 
@@ -46,5 +47,6 @@ app.command("stream")(stream_cli.stream)
 app.command("eval")(models_cli.eval_command)
 app.command("train")(train_cli.train)
 app.command("retrain")(train_cli.retrain)
+app.command("serve")(serve_cli.serve)
 app.command("monitor")(monitor_cli.monitor)
 app.add_typer(bench_cli.app, name="bench")

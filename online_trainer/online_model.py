@@ -53,8 +53,12 @@ class OnlineModel:
         vocabulary: IdVocabulary | None = None,
         histories: UserHistories | None = None,
         max_users: int = 1_000_000,
+        context: int | None = None,
     ) -> None:
         self.config = config
+        # The scorer encodes the last 50 events the feature store keeps; scoring and learning on
+        # the same context length keeps prequential figures honest and the step cost bounded.
+        self.context = min(context or config.max_len, config.max_len)
         self.items = vocabulary or IdVocabulary()
         self.histories = histories or UserHistories(config.max_len, max_users)
         self.trainer = SessionTrainer(max(len(self.items), 1) + _GROW_CHUNK, config)
@@ -76,7 +80,7 @@ class OnlineModel:
                 items = np.concatenate([items, np.array([r for r, _ in extra], dtype=np.int64)])
                 times = np.concatenate([times, np.array([t for _, t in extra], dtype=np.int64)])
             if len(items):
-                out.append(Query(items, times, target))
+                out.append(Query(items[-self.context :], times[-self.context :], target))
             extra.append((target, event.timestamp))
         return out
 
@@ -114,6 +118,7 @@ class OnlineModel:
             self.histories.append(event.user, row, event.timestamp)
             touched[event.user] = None
         sequences = [self.histories.get(user) for user in touched]
+        sequences = [(s[-self.context :], t[-self.context :]) for s, t in sequences]
         loss = math.nan
         for _ in range(steps):
             loss = self.trainer.partial_fit([s for s, _ in sequences], [t for _, t in sequences])
@@ -127,7 +132,7 @@ class OnlineModel:
 
     def frozen_copy(self) -> OnlineModel:
         """An independent copy (weights, ids, histories) for the gate's serving baseline."""
-        twin = copy.copy(self)
+        twin = copy.copy(self)  # keeps config and context
         twin.items = IdVocabulary(self.items.mapping())
         twin.histories = copy.deepcopy(self.histories)
         twin.trainer = copy.deepcopy(self.trainer)

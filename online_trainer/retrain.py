@@ -73,7 +73,9 @@ def full_retrain(
 ) -> RetrainResult:
     items = IdVocabulary(current.items.mapping())
     train, validation, sequences = split_recent(interactions, items)
-    model = OnlineModel(config, items, UserHistories(config.max_len, max_users), max_users)
+    model = OnlineModel(
+        config, items, UserHistories(config.max_len, max_users), max_users, current.context
+    )
     # fit() sizes its item initialisation to the catalog: the table is exactly the catalog here,
     # and gets its growth headroom back after training.
     model.trainer = trainer_factory(len(items), config)

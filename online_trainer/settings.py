@@ -32,6 +32,18 @@ class TrainSettings(ServiceSettings):
         0.5, gt=0, le=60, description="Longest wait to fill a micro-batch."
     )
     steps_per_batch: int = Field(1, ge=1, le=50, description="Optimiser steps per micro-batch.")
+    context_events: int = Field(
+        50,
+        ge=2,
+        description="Recent events per user the trainer scores and learns from "
+        "(the scorer reads the last 50 from the feature store).",
+    )
+    gate_sample: int = Field(
+        128,
+        ge=1,
+        description="Events per batch the gate scores with both models (a sample "
+        "bounds the cost of scoring the serving model too).",
+    )
     publish_every_s: float = Field(
         5.0, gt=0, description="Cadence at which a candidate is gated and maybe published."
     )

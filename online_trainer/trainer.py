@@ -7,6 +7,7 @@ it directly. Everything it changes is rolled back together by the offset-tied ch
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.gate import GateDecision, ValidationGate
 from online_trainer.ledger import OffsetLedger
 from online_trainer.metrics import TrainerMetrics
-from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.online_model import Interaction, OnlineModel, Query
 from online_trainer.prequential import RunningMetrics
 from online_trainer.publisher import Publication, Publisher
 from online_trainer.retrain import RetrainResult
@@ -60,11 +61,14 @@ class OnlineTrainer:
             settings.gate_window_events,
             settings.gate_min_events,
         )
-        self.model = OnlineModel(config, max_users=settings.max_users)
+        self.model = OnlineModel(
+            config, max_users=settings.max_users, context=settings.context_events
+        )
         self.state = TrainerState()
         self.serving: OnlineModel | None = None
         self._pending = _Pending()
         self._last_publish = clock()
+        self._rng = random.Random(settings.seed)
         self.freshness_s: list[float] = []
         self.publications: list[Publication] = []
         if self.checkpoints.exists():
@@ -76,7 +80,9 @@ class OnlineTrainer:
         tensors, optimizer, items, histories, state = self.checkpoints.load(
             self.config.max_len, self.settings.max_users
         )
-        self.model = OnlineModel(self.config, items, histories, self.settings.max_users)
+        self.model = OnlineModel(
+            self.config, items, histories, self.settings.max_users, self.settings.context_events
+        )
         self.model.load_tensors(tensors)
         self.model.trainer.optimizer.load_state_dict(optimizer)
         self.state = state
@@ -126,10 +132,7 @@ class OnlineTrainer:
         queries = self.model.queries(interactions)
         ranks = self.model.ranks(queries)
         self.running.add(ranks)
-        if self.serving is not None:
-            self.gate.observe(ranks, self.serving.ranks(self.serving.queries(interactions)))
-        else:
-            self.gate.observe(ranks, ranks)
+        self._observe_gate(interactions, queries, ranks)
         loss = self.model.learn(interactions, self.settings.steps_per_batch)
         if self.serving is not None:
             # The serving baseline must see the same history the candidate saw, or its queries
@@ -148,6 +151,21 @@ class OnlineTrainer:
             and self.clock() - self._last_publish >= self.settings.publish_every_s
         ):
             self.maybe_publish()
+
+    def _observe_gate(
+        self, interactions: list[Interaction], queries: list[Query], ranks: list[float]
+    ) -> None:
+        """Both models on the same sample of this batch's events, before either learns them."""
+        if self.serving is None:
+            self.gate.observe(ranks, ranks)
+            return
+        serving_queries = self.serving.queries(interactions)
+        # Same events in the same order: the serving twin saw the same history.
+        sample = min(len(queries), len(serving_queries), self.settings.gate_sample)
+        picked = self._rng.sample(range(min(len(queries), len(serving_queries))), sample)
+        self.gate.observe(
+            [ranks[i] for i in picked], self.serving.ranks([serving_queries[i] for i in picked])
+        )
 
     def _account(self, batch: list[Envelope[InteractionEvent]]) -> None:
         by_partition: dict[int, list[int]] = {}
