@@ -1,1 +1,1 @@
-"""Stream processing: shared Kafka plumbing, feature workers, monitor and drift (DESIGN.md §3, §7)."""
+"""Stream processing: shared Kafka plumbing, feature workers, monitor, drift (DESIGN.md §3, §7)."""
