@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -42,12 +43,14 @@ class Publisher:
         kafka: KafkaConnection,
         model_name: str,
         full_share: float,
+        stage: Literal["serving", "candidate"] = "serving",
     ) -> None:
         self.store = store
         self.producer = producer
         self.topic = kafka.topic(MODEL_UPDATES)
         self.model_name = model_name
         self.full_share = full_share
+        self.stage: Literal["serving", "candidate"] = stage
 
     def publish(
         self,
@@ -77,7 +80,7 @@ class Publisher:
                 version=version,
                 kind="delta" if kind == "delta" else "full",
                 base_version=parent[0] if kind == "delta" and parent else None,
-                stage="serving",
+                stage=self.stage,
                 location=str(path.resolve()),
                 metrics={k: float(v) for k, v in manifest.metrics.items()},
                 window=window,

@@ -40,6 +40,7 @@ class TrainerService:
             settings.kafka,
             settings.model_name,
             settings.full_publish_share,
+            settings.publish_stage,
         )
         self.trainer = OnlineTrainer(settings, config, publisher)
         self.topic = settings.kafka.topic(INTERACTIONS)

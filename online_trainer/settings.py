@@ -58,6 +58,11 @@ class TrainSettings(ServiceSettings):
         2_000, ge=10, description="Held-out window: the most recent events, scored before training."
     )
     gate_min_events: int = Field(200, ge=1, description="No decision on fewer held-out events.")
+    publish_stage: Literal["serving", "candidate"] = Field(
+        "serving",
+        description="`candidate` hands each gated version to the scorers' canary, which promotes "
+        "or rolls it back on live KPIs; `serving` switches every scorer at once.",
+    )
     full_publish_share: float = Field(
         0.5, gt=0, le=1, description="Publish a full checkpoint when more rows than this changed."
     )

@@ -76,24 +76,6 @@ class RespondingDeadLetters(DeadLetterWriter):
         super().write(key, value, error, source, stage)
 
 
-class LoggedDeadLetters(DeadLetterWriter):
-    """For control topics that have no `.dlq` in the catalog: log and count, never crash."""
-
-    def write(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        error: BaseException,
-        source: SourcePosition,
-        stage: Stage = "validate",
-    ) -> None:
-        logger.error(
-            "rejected control record topic=%s partition=%d offset=%d error=%s",
-            source.topic, source.partition, source.offset, type(error).__name__,
-        )
-        self.written += 1
-
-
 class AsyncCommitConsumer(BatchConsumer):
     """Commits without waiting for the broker's acknowledgement of the commit itself.
 
@@ -220,7 +202,7 @@ class ScorerService:
             model,
             handler,
             self.control_producer,
-            LoggedDeadLetters(self.control_producer, SERVICE),
+            None,  # control topics have no .dlq: rejects are logged and counted as filtered
             batch_size=100,
             batch_timeout_s=0.2,
         )

@@ -128,7 +128,11 @@ class ContractLoop(Generic[R]):
         stage: Stage,
     ) -> None:
         if self.dead_letters is None:
-            logger.debug("filtered topic=%s offset=%d", position.topic, position.offset)
+            logger.warning(
+                "filtered topic=%s partition=%d offset=%d stage=%s error=%s",
+                position.topic, position.partition, position.offset, stage,
+                error.kind if isinstance(error, ContractError) else type(error).__name__,
+            )
             return
         self.dead_letters.write(key, raw, error, position, stage)
 
