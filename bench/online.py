@@ -47,7 +47,7 @@ def _interactions(frame: pd.DataFrame) -> list[Interaction]:
 
 def _pretrain(settings: TrainSettings, first: pd.DataFrame) -> tuple[OnlineModel, float]:
     started = time.perf_counter()
-    base = OnlineModel(settings.model)
+    base = OnlineModel(settings.model, context=settings.context_events)
     result = full_retrain(_interactions(first), base, settings.model)
     CheckpointStore(settings.state_dir).save(
         result.model.tensors(),

@@ -11,7 +11,7 @@ import logging
 import typer
 
 from bench import cli as bench_cli
-from deploy import local_cli
+from deploy import demo_cli, local_cli
 from models import cli as models_cli
 from online_trainer import train_cli
 from schemas import cli as schemas_cli
@@ -48,5 +48,6 @@ app.command("eval")(models_cli.eval_command)
 app.command("train")(train_cli.train)
 app.command("retrain")(train_cli.retrain)
 app.command("serve")(serve_cli.serve)
+app.command("demo")(demo_cli.demo)
 app.command("monitor")(monitor_cli.monitor)
 app.add_typer(bench_cli.app, name="bench")

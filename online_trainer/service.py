@@ -141,7 +141,10 @@ class TrainerService:
         assignment = self.consumer.raw.assignment()
         self.consumer.raw.pause(assignment)
         self._retrain = threading.Thread(
-            target=self._run_retrain, args=(mode,), name="retrain", daemon=True
+            target=self._run_retrain,
+            args=(mode or self.settings.retrain_mode,),
+            name="retrain",
+            daemon=True,
         )
         self._retrain.start()
         return True

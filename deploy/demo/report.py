@@ -1,0 +1,78 @@
+"""Writes `summary.json` and `report.html` (inline SVG charts) into the run folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from deploy.demo.svg import Point, line_chart
+
+
+def _series(rows: Sequence[dict[str, Any]], key: str) -> list[Point]:
+    return [(float(r["t"]), float(r[key])) for r in rows if r.get(key) is not None]
+
+
+def _markers(summary: dict[str, Any]) -> list[tuple[float, str]]:
+    marks: list[tuple[float, str]] = []
+    if summary["drift"]["at_s"] is not None:
+        marks.append((summary["drift"]["at_s"], "drift"))
+    marks += [(a["at_s"], f"alert {a['detector']}") for a in summary["alerts"]]
+    marks += [(v["at_s"], f"v{v['version']}") for v in summary["versions"]
+              if v["at_s"] is not None and v["at_s"] >= 0]
+    return marks
+
+
+def _kpi_table(summary: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td><td>{k['responses']}</td></tr>"
+        for name, k in summary["kpi"].items()
+    )
+    return ("<table><tr><th>phase</th><th>hit rate@10</th><th>attributed responses</th></tr>"
+            f"{rows}</table><p>recovery ratio: {_num(summary['recovery_ratio'])} "
+            f"(recovered: {summary['recovered']})</p>")
+
+
+def _num(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else escape(str(value))
+
+
+def html(summary: dict[str, Any]) -> str:
+    timeline, marks = summary["timeline"], _markers(summary)
+    charts = [
+        line_chart("hit rate@10 per KPI window (monitor, kpi.metrics)",
+                   {"hit rate": _series(summary["kpi_series"], "hit_rate"),
+                    "client-side, per second": _series(timeline, "client_hit_rate")},
+                   marks, "hit rate"),
+        line_chart("events/s (live replay)", {"events/s": _series(timeline, "events_per_s")},
+                   marks, "events/s"),
+        line_chart("request latency (request sent -> response read)",
+                   {"p50": _series(timeline, "latency_p50_ms"),
+                    "p99": _series(timeline, "latency_p99_ms")}, marks, "ms"),
+        line_chart("feature freshness p50 (from responses)",
+                   {"p50": _series(timeline, "freshness_p50_ms")}, marks, "ms"),
+    ]
+    figures = {k: summary[k] for k in ("events", "requests", "responses", "latency_ms",
+                                       "feature_freshness_ms", "retrains", "wall_s")}
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>streamrec demo {escape(summary['run_id'])}</title>
+<style>body{{font-family:sans-serif;max-width:800px;margin:2em auto}}
+td,th{{padding:2px 10px;text-align:left}}pre{{background:#f5f5f5;padding:8px}}</style></head>
+<body><h1>streamrec demo {escape(summary['run_id'])}</h1>
+<p>ML-100K replayed live; at {summary['drift']['at_s']} s {summary['drift']['item_share']:.0%}
+of item ids were permuted among themselves (users pick other items than the model learned).</p>
+{_kpi_table(summary)}
+{''.join(f'<div>{c}</div>' for c in charts)}
+<h2>alerts</h2><pre>{escape(json.dumps(summary['alerts'], indent=1))}</pre>
+<h2>versions</h2><pre>{escape(json.dumps(summary['versions'], indent=1))}</pre>
+<h2>figures</h2><pre>{escape(json.dumps(figures, indent=1))}</pre>
+</body></html>"""
+
+
+def write(run_dir: Path, summary: dict[str, Any]) -> tuple[Path, Path]:
+    json_path, html_path = run_dir / "summary.json", run_dir / "report.html"
+    json_path.write_text(json.dumps(summary, indent=2) + "\n")
+    html_path.write_text(html(summary))
+    return json_path, html_path

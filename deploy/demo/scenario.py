@@ -1,0 +1,246 @@
+"""One run of the closed loop: infrastructure, first model, services, live replay with a drift,
+then the summary. Everything it starts is stopped in `finally` blocks, whatever happens."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from deploy.demo import bootstrap
+from deploy.demo.bootstrap import RunLayout
+from deploy.demo.observer import Observer
+from deploy.demo.phases import Marks, first_retrain
+from deploy.demo.processes import Services
+from deploy.demo.settings import DemoSettings
+from deploy.demo.summary import build_summary
+from deploy.demo.timeline import Timeline
+from deploy.demo.traffic import ItemRemap, Traffic
+from deploy.local.settings import LocalStackSettings
+from deploy.local.stack import LocalStack
+from models.datasets import load_ml100k
+from online_trainer.settings import TrainSettings
+from streams.dataset_replay import frame_events
+from streams.kafka.admin import create_topics
+from streams.pacing import Pacer
+from streams.worker_process import settled
+
+logger = logging.getLogger(__name__)
+
+_BACKFILL_AGE_S = 3600.0
+"""The backfill's newest event is this old: history, outside the drift retrain's window."""
+
+
+@dataclass
+class RunState:
+    """What the dashboard shows; updated by the scenario once per refresh."""
+
+    run: RunLayout
+    settings: DemoSettings
+    phase: str = "starting"
+    live_start: float | None = None
+    drift_at: float | None = None
+    retrained_at: float | None = None
+    timeline: Timeline = field(default_factory=Timeline)
+    observer: Observer | None = None
+    traffic: Traffic | None = None
+    services: dict[str, dict[str, float]] = field(default_factory=dict)
+    backfill: int = 0
+
+
+Refresh = Callable[[RunState], None]
+
+
+def run(settings: DemoSettings, refresh: Refresh) -> tuple[Path, dict[str, object]]:
+    """Runs the scenario; returns the run folder and its summary (also written there)."""
+    started = time.time()
+    local = LocalStackSettings()
+    stack = LocalStack(local)
+    up = stack.up()
+    try:
+        run_layout = bootstrap.layout(settings, local)
+        state = RunState(run_layout, settings)
+        create_topics(run_layout.kafka)
+        summary = _with_services(state, local, refresh)
+    finally:
+        stack.down(only=up.started)
+    summary["wall_s"] = round(time.time() - started, 1)
+    summary["stack_started_by_demo"] = list(up.started)
+    return run_layout.root, summary
+
+
+def _with_services(
+    state: RunState, local: LocalStackSettings, refresh: Refresh
+) -> dict[str, object]:
+    run, s = state.run, state.settings
+    services = Services(bootstrap.service_env(run, local), run.logs)
+    observer = Observer(run.kafka, f"{run.run_id}-observer").start()
+    state.observer = observer
+    try:
+        first, second = bootstrap.split(load_ml100k(), s.pretrain_share)
+        state.phase = "pre-training"
+        refresh(state)
+        bootstrap.pretrain_and_publish(_train_settings(state), first)
+        state.phase = "backfill"
+        refresh(state)
+        state.backfill = bootstrap.backfill(run.kafka, first, time.time() - _BACKFILL_AGE_S)
+        _start(services, state)
+        _wait_ready(services, state, refresh)
+        _live(services, state, second, refresh)
+        return build_summary(state, _marks(state), services.stop_all())
+    finally:
+        services.stop_all()
+        observer.stop()
+        _clean_redis(run.redis_prefix, local)
+
+
+def _train_settings(state: RunState) -> TrainSettings:
+    run, s = state.run, state.settings
+    base = TrainSettings(kafka=run.kafka, state_dir=run.state_dir, store_dir=run.store_dir)
+    model = base.model.model_copy(update={"time_budget_s": s.pretrain_budget_s})
+    return base.model_copy(update={"model": model})
+
+
+def _start(services: Services, state: RunState) -> None:
+    run, s = state.run, state.settings
+    services.start("worker", {
+        "STREAMREC_GROUP_ID": f"{run.run_id}-features",
+        "STREAMREC_DATADIR": str(run.root / "faust"),
+    })
+    services.start("trainer", {
+        "STREAMREC_GROUP_ID": f"{run.run_id}-trainer",
+        "STREAMREC_ALERTS_GROUP_ID": f"{run.run_id}-trainer-alerts",
+        "STREAMREC_STATE_DIR": str(run.state_dir),
+        "STREAMREC_STORE_DIR": str(run.store_dir),
+        # The backfill is what the first model learned already; the trainer learns live events.
+        "STREAMREC_START_FROM": "latest",
+        "STREAMREC_PUBLISH_EVERY_S": str(s.online_publish_every_s),
+        "STREAMREC_RETRAIN_WINDOW_S": str(s.retrain_window_s),
+        "STREAMREC_RETRAIN_BUDGET_S": str(s.retrain_budget_s),
+        "STREAMREC_RETRAIN_MODE": "warm",
+        "STREAMREC_THREADS": "1",
+    })
+    services.start("scorer", {
+        "STREAMREC_GROUP_ID": f"{run.run_id}-scorer",
+        "STREAMREC_MODEL_STORE": str(run.store_dir),
+    })
+    services.start("monitor", {
+        "STREAMREC_GROUP_ID": f"{run.run_id}-monitor",
+        "STREAMREC_WINDOW_S": str(s.kpi_window_s),
+        "STREAMREC_ATTRIBUTION_WINDOW_S": str(s.attribution_window_s),
+        "STREAMREC_ALLOWED_LATENESS_S": "1",
+        "STREAMREC_IDLE_ADVANCE_S": "2",
+        # Any version first served near a drop is blamed (rollback); here only retrains publish.
+        "STREAMREC_DRIFT__ROLLBACK_WINDOWS": "0",
+        # Its reference would be the backfill (another period of ML-100K), not a training
+        # profile: PSI would flag the dataset's own evolution. The demo is about KPI drift.
+        "STREAMREC_DRIFT__PSI_SAMPLE_EVENTS": "10000000",
+    })
+
+
+def _wait_ready(services: Services, state: RunState, refresh: Refresh) -> None:
+    """Worker applied the backfill, the trainer and monitor answer /metrics, and the scorer
+    answers a probe request."""
+    assert state.observer is not None
+    state.phase = "waiting for services"
+    traffic = Traffic(state.run.kafka, state.observer, 0.0, 0.0, state.settings.seed)
+    deadline = time.monotonic() + state.settings.ready_timeout_s
+    probe: str | None = None
+    while time.monotonic() < deadline:
+        if dead := services.dead():
+            raise RuntimeError(f"services exited before ready: {dead} (logs in {state.run.logs})")
+        state.services = services.metrics()
+        worker_done = settled(state.services.get("worker", {})) >= state.backfill
+        up = all(state.services.get(n) for n in ("trainer", "monitor", "scorer"))
+        if worker_done and up and probe and state.observer.take(probe):
+            traffic.close()
+            return
+        if up and (probe is None or int(time.monotonic()) % 5 == 0):
+            probe = traffic.request("1", None, time.time())
+            traffic.release(time.time())
+        refresh(state)
+        time.sleep(1.0)
+    traffic.close()
+    raise TimeoutError(f"services not ready after {state.settings.ready_timeout_s}s: "
+                       f"{ {n: bool(m) for n, m in state.services.items()} }")
+
+
+def _live(services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh) -> None:
+    assert state.observer is not None
+    s = state.settings
+    traffic = Traffic(state.run.kafka, state.observer, s.request_share, s.request_lead_s, s.seed)
+    state.traffic = traffic
+    remap = ItemRemap(second["item_id"].astype(str), s.drift_item_share, s.seed)
+    state.phase = "live"
+    pacer = Pacer(s.events_per_s)
+    start = state.live_start = time.time()
+    next_refresh = start
+    try:
+        for event in frame_events(second):
+            pacer.wait()
+            now = time.time()
+            if state.drift_at is None and now - start >= s.drift_after_s:
+                traffic.remap, state.drift_at, state.phase = remap, now, "live, drifted"
+            traffic.offer(event, now)
+            if now >= next_refresh:
+                next_refresh = now + s.refresh_s
+                if _tick(services, state, refresh) or now - start >= s.max_live_s:
+                    break
+    finally:
+        traffic.drain()  # queued interactions go out and the producer is flushed either way
+    _settle(services, state, refresh)
+
+
+def _tick(services: Services, state: RunState, refresh: Refresh) -> bool:
+    """One refresh: sample, render; True when the scenario is over."""
+    assert state.observer is not None and state.traffic is not None and state.live_start
+    if dead := services.dead():
+        raise RuntimeError(f"services died: {dead} (logs in {state.run.logs})")
+    observed = state.observer.snapshot()
+    state.services = services.metrics()
+    now = time.time()
+    state.timeline.add(now - state.live_start, state.traffic.stats, state.services,
+                       len(observed.alerts), len(observed.updates))
+    if state.retrained_at is None and (update := first_retrain(observed.updates, state.drift_at)):
+        state.retrained_at = update.published_at
+        state.phase = f"live, retrained ({update.version})"
+    refresh(state)
+    s = state.settings
+    hold = _settle_s(s) + s.recovery_hold_s
+    return state.retrained_at is not None and now >= state.retrained_at + hold
+
+
+def _settle(services: Services, state: RunState, refresh: Refresh) -> None:
+    """Waits for the last KPI windows to close (attribution window + window + slack)."""
+    state.phase = "closing KPI windows"
+    s = state.settings
+    until = time.time() + s.attribution_window_s + s.kpi_window_s + 6.0
+    while time.time() < until:
+        _tick(services, state, refresh)
+        time.sleep(s.refresh_s)
+
+
+def _settle_s(s: DemoSettings) -> float:
+    """After a new major version is published, the scorer loads it and windows fill."""
+    return s.recovery_settle_s + s.kpi_window_s
+
+
+def _marks(state: RunState) -> Marks:
+    assert state.live_start is not None
+    s = state.settings
+    return Marks(state.live_start, state.live_start + s.warmup_s, state.drift_at,
+                 state.retrained_at, _settle_s(s))
+
+
+def _clean_redis(prefix: str, local: LocalStackSettings) -> None:
+    """The run's feature keys go with the run (the prefix is the run's own)."""
+    try:
+        client = LocalStack(local).redis.admin_client()
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.delete(key)
+    except Exception:
+        logger.warning("could not remove redis keys prefix=%s", prefix)

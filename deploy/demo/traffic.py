@@ -1,0 +1,139 @@
+"""The live side of the demo: ML-100K events as users acting now, each preceded (for a share of
+events) by a recommendation request, and the drift that shifts what users pick.
+
+Time is accelerated: events leave in the dataset's order at a configured rate, stamped with the
+wall clock, so months of history pass in minutes and every service sees live event times.
+
+The drift (`ItemRemap`): from the shift on, a share of the catalogue's item ids is permuted among
+itself: a user who would have picked item A now picks item pi(A). Popularity, co-occurrence and
+the users' tastes move to other ids at once, so the model's learned item embeddings point at the
+wrong items until it relearns them; the catalogue itself is unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from deploy.demo.observer import Observer
+from schemas import EventContext, InteractionEvent, RecommendationRequest
+from schemas.topics import INTERACTIONS, REC_REQUESTS
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+
+
+class ItemRemap:
+    def __init__(self, items: Iterable[str], share: float, seed: int) -> None:
+        rng = random.Random(seed)
+        ids = sorted(set(items))
+        chosen = rng.sample(ids, round(share * len(ids)))
+        shuffled = chosen[:]
+        rng.shuffle(shuffled)
+        self.mapping = dict(zip(chosen, shuffled, strict=True))
+
+    def __call__(self, item: str) -> str:
+        return self.mapping.get(item, item)
+
+
+@dataclass
+class _Pending:
+    due: float
+    event: InteractionEvent
+    request_id: str | None
+    sent_at: float
+
+
+@dataclass
+class TrafficStats:
+    events: int = 0
+    requests: int = 0
+    answered: int = 0
+    late: int = 0
+    client_hits: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    feature_freshness_ms: list[float] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)
+
+
+class Traffic:
+    """Sends requests at an event's slot and the event `lead_s` later, crediting the request
+    (context.request_id) when the user picked one of the recommended items."""
+
+    def __init__(
+        self, kafka: KafkaConnection, observer: Observer, request_share: float, lead_s: float,
+        seed: int,
+    ) -> None:
+        self._producer = EventProducer(kafka)
+        self._events_topic = kafka.topic(INTERACTIONS)
+        self._requests_topic = kafka.topic(REC_REQUESTS)
+        self._observer = observer
+        self._share = request_share
+        self._lead_s = lead_s
+        self._rng = random.Random(seed)
+        self._queue: deque[_Pending] = deque()
+        self.stats = TrafficStats()
+        self.remap: ItemRemap | None = None
+
+    def offer(self, event: InteractionEvent, now: float) -> None:
+        if self.remap is not None:
+            event = event.model_copy(update={"item_id": self.remap(event.item_id)})
+        request_id = None
+        if self._rng.random() < self._share:
+            request_id = self.request(event.user_id, event.session_id, now)
+        self._queue.append(_Pending(now + self._lead_s, event, request_id, now))
+        self.release(now)
+
+    def request(self, user_id: str, session_id: str | None, now: float) -> str:
+        request_id = uuid.uuid4().hex
+        record = RecommendationRequest(
+            request_id=request_id, user_id=user_id, session_id=session_id, k=10, sent_at=now
+        )
+        self._producer.send(self._requests_topic, user_id, record)
+        self.stats.requests += 1
+        return request_id
+
+    def release(self, now: float) -> None:
+        """Publishes every event whose lead time has passed."""
+        while self._queue and self._queue[0].due <= now:
+            self._publish(self._queue.popleft(), time.time())
+        self._producer.poll(0.0)
+
+    def drain(self) -> None:
+        while self._queue:
+            self._publish(self._queue.popleft(), time.time())
+        self._producer.flush()
+
+    def _publish(self, pending: _Pending, now: float) -> None:
+        # Live ids differ from the backfill's: both come from frame_events numbering.
+        event = pending.event.model_copy(
+            update={"timestamp": now, "event_id": f"live-{pending.event.event_id}"}
+        )
+        if pending.request_id is not None and self._credited(pending):
+            context = EventContext(source="recommendation", request_id=pending.request_id)
+            event = event.model_copy(update={"context": context})
+        self._producer.send(self._events_topic, event.user_id, event)
+        self.stats.events += 1
+
+    def _credited(self, pending: _Pending) -> bool:
+        assert pending.request_id is not None
+        answer = self._observer.take(pending.request_id)
+        if answer is None:
+            self.stats.late += 1
+            return False
+        response, s = answer.response, self.stats
+        s.answered += 1
+        s.latencies_ms.append((answer.received_at - pending.sent_at) * 1000.0)
+        if response.feature_freshness_ms is not None:
+            s.feature_freshness_ms.append(response.feature_freshness_ms)
+        version = response.model_version or f"unversioned-{response.strategy}"
+        s.versions[version] = s.versions.get(version, 0) + 1
+        hit = any(i.item_id == pending.event.item_id for i in response.items)
+        s.client_hits += hit
+        return hit
+
+    def close(self) -> None:
+        self._producer.flush()

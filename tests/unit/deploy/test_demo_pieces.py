@@ -1,0 +1,55 @@
+"""The demo's pure pieces: the drift remap, KPI phases and the SVG charts (no services)."""
+
+from __future__ import annotations
+
+from deploy.demo.phases import Marks, first_retrain, hit_rate_series, phases
+from deploy.demo.svg import line_chart
+from deploy.demo.traffic import ItemRemap
+from schemas import KpiReport, ModelUpdate
+
+
+def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiReport:
+    return KpiReport(
+        model_version=version, window_start=start, window_end=start + 5.0, k=10,
+        responses=responses, hits=hits, clicks=hits, conversions=0,
+        hit_rate_at_k=hits / responses, ctr=hits / responses, conversion_rate=0.0,
+    )
+
+
+def _update(version: str, at: float) -> ModelUpdate:
+    return ModelUpdate(model_name="m", version=version, kind="full", location="/x",
+                       published_at=at)
+
+
+def test_remap_is_a_permutation_of_the_chosen_share() -> None:
+    items = [str(i) for i in range(100)]
+    remap = ItemRemap(items, 0.5, seed=1)
+    assert len(remap.mapping) == 50
+    assert sorted(remap.mapping.values()) == sorted(remap.mapping)
+    assert sorted(remap(i) for i in items) == sorted(items)
+
+
+def test_phases_split_by_drift_and_retrain() -> None:
+    base = 1_700_000_000.0
+    kpis = [_kpi(base + t, 100, h) for t, h in ((0, 10), (10, 30), (20, 10), (40, 28))]
+    marks = Marks(base, base + 5, base + 20, base + 30, settle_s=5)
+    result = phases(kpis, marks, end=base + 50)
+    assert result["before_drift"].hit_rate == 0.3
+    assert result["after_drift"].hit_rate == 0.1
+    assert result["after_recovery"].hit_rate == 0.28
+
+
+def test_first_retrain_is_the_first_new_major_after_the_drift() -> None:
+    updates = [_update("1.0", 1.0), _update("1.1", 5.0), _update("2.0", 9.0), _update("3.0", 12.0)]
+    found = first_retrain(updates, after=2.0)
+    assert found is not None and found.version == "2.0"
+    assert first_retrain(updates, after=None) is None
+
+
+def test_series_sums_versions_per_window_and_charts_render() -> None:
+    kpis = [_kpi(1_700_000_000.0, 100, 10), _kpi(1_700_000_000.0, 100, 30, "2.0")]
+    series = hit_rate_series(kpis)
+    assert series == [(1_700_000_005.0, 0.2, 200)]
+    svg = line_chart("t", {"a": [(0.0, 1.0), (1.0, 2.0)]}, [(0.5, "drift <x>")])
+    assert svg.startswith("<svg") and "drift &lt;x&gt;" in svg
+    assert "no data" in line_chart("empty", {"a": []})
