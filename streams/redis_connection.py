@@ -7,8 +7,10 @@ for the local stack, from the secrets folder that `streamrec up` fills (never fr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 LOCAL_SECRETS_DIR = Path(".streamrec/secrets")
@@ -39,13 +41,20 @@ class RedisConnection(BaseModel):
         path = self.secrets_dir / f"redis-{self.username}"
         return path.read_text().strip() if path.exists() else None
 
+    def _options(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "username": self.username,
+            "password": self.resolved_password(),
+            "socket_timeout": self.socket_timeout_s,
+            "socket_connect_timeout": self.socket_timeout_s,
+            "health_check_interval": 30,
+        }
+
     def client(self) -> redis.Redis:
-        return redis.Redis(
-            host=self.host,
-            port=self.port,
-            username=self.username,
-            password=self.resolved_password(),
-            socket_timeout=self.socket_timeout_s,
-            socket_connect_timeout=self.socket_timeout_s,
-            health_check_interval=30,
-        )
+        return redis.Redis(**self._options())
+
+    def async_client(self) -> aioredis.Redis:
+        """The same connection for asyncio services (never blocks the event loop)."""
+        return aioredis.Redis(**self._options())

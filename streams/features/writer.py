@@ -44,15 +44,7 @@ class FeatureWriter:
     @staticmethod
     def connect(connection: RedisConnection) -> aioredis.Redis:
         """An asyncio client with the connection's user and timeouts (never blocks the loop)."""
-        return aioredis.Redis(
-            host=connection.host,
-            port=connection.port,
-            username=connection.username,
-            password=connection.resolved_password(),
-            socket_timeout=connection.socket_timeout_s,
-            socket_connect_timeout=connection.socket_timeout_s,
-            health_check_interval=30,
-        )
+        return connection.async_client()
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
