@@ -1,6 +1,6 @@
 """Micro-batch planning: which requests share one model forward pass and one index search.
 
-The Kafka loop hands over up to `batch_size` requests read within `batch_timeout_ms` (a few ms);
+The Kafka loop hands over up to `batch_size` requests (those queued when it polls);
 here they are grouped by the deployment that answers them (serving or canary), so each group
 costs one encoder call and one batched ANN search. Requests whose history holds no item the
 version knows (unknown users, empty sessions, only brand-new items) go to the cold-start path.

@@ -7,7 +7,8 @@
   compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap);
 - KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
   published on `model.updates` so that every scorer and operator follows.
-Every loop flushes its producer before committing, as ContractLoop guarantees.
+Every loop flushes its producer before committing, as ContractLoop guarantees (the requests
+loop one batch later: serving/request_loop.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 
 from schemas.kpi import KpiReport
@@ -35,11 +36,12 @@ from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
 from serving.registry import ModelRegistry, Routing
+from serving.request_loop import AsyncCommitConsumer, RequestLoop
 from serving.responses import error_response, recover_ids
 from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
-from streams.kafka.consumer import BatchConsumer, next_offsets
+from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer
@@ -74,50 +76,6 @@ class RespondingDeadLetters(DeadLetterWriter):
                 response = error_response(*ids, "invalid_request", error, time.time())
                 self._producer.send(self._responses_topic, ids[1], response)
         super().write(key, value, error, source, stage)
-
-
-class AsyncCommitConsumer(BatchConsumer):
-    """Commits without waiting for the broker's acknowledgement of the commit itself.
-
-    Still after the side effects: ContractLoop flushes the responses before it commits, so a
-    lost commit (crash right after) only re-delivers requests that were already answered
-    (duplicate answers, deduplicated by request_id), never loses one. Not waiting saves a broker
-    round trip per micro-batch on the request path."""
-
-    def commit(self, batch: Sequence[Message]) -> None:
-        offsets = next_offsets(batch)
-        if offsets:
-            self.raw.commit(offsets=offsets, asynchronous=True)
-
-
-class TimedLoop(ContractLoop[RecommendationRequest]):
-    """The shared loop, with the scorer's latency histogram around each micro-batch."""
-
-    def __init__(
-        self,
-        metrics: ServeMetrics,
-        consumer: BatchConsumer,
-        handler: Callable[[list[Envelope[RecommendationRequest]]], list[RecordRejected]],
-        producer: EventProducer,
-        dead_letters: DeadLetterWriter,
-        batch_size: int,
-        batch_timeout_s: float,
-    ) -> None:
-        super().__init__(
-            consumer, RecommendationRequest, handler, producer, dead_letters,
-            batch_size=batch_size, batch_timeout_s=batch_timeout_s,
-        )
-        self._metrics = metrics
-
-    def run_once(self) -> int:
-        started = time.perf_counter()
-        consumed = super().run_once()
-        if consumed:
-            elapsed = time.perf_counter() - started
-            self._metrics.batch_size.observe(consumed)
-            for _ in range(consumed):
-                self._metrics.latency.observe(elapsed)
-        return consumed
 
 
 def default_instance() -> str:
@@ -167,7 +125,7 @@ class ScorerService:
 
     # -- wiring -------------------------------------------------------------------------------
 
-    def _requests_loop(self) -> TimedLoop:
+    def _requests_loop(self) -> RequestLoop:
         kafka = self.settings.kafka
         # Short broker waits: a request must not sit in a fetch waiting for company.
         fetch: dict[str, Any] = {"fetch.wait.max.ms": 2, "fetch.min.bytes": 1}
@@ -177,14 +135,14 @@ class ScorerService:
             on_assign=self._assigned, on_revoke=self._revoked,
         )
         dead_letters = RespondingDeadLetters(self.producer, self._responses_topic, self.metrics)
-        return TimedLoop(
+        return RequestLoop(
             self.metrics,
             consumer,
             self._handle,
             self.producer,
             dead_letters,
             batch_size=self.settings.batch_size,
-            batch_timeout_s=self.settings.batch_timeout_ms / 1000,
+            fill_s=self.settings.batch_fill_ms / 1000,
         )
 
     def _control_loop(
@@ -215,6 +173,8 @@ class ScorerService:
                     sorted(p.partition for p in partitions))
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Answered requests of the partitions leaving are committed while they are still ours.
+        self.requests_loop.settle()
         self.partitions -= {p.partition for p in partitions}
 
     def _load(self, update: ModelUpdate) -> ModelBundle:

@@ -55,8 +55,10 @@ class ServeSettings(ServiceSettings):
     )
     model_store: Path = Field(Path(".streamrec/models"), description="ModelStore root.")
     batch_size: int = Field(64, ge=1, le=5000, description="Most requests per micro-batch.")
-    batch_timeout_ms: float = Field(
-        3.0, gt=0, le=1000, description="Longest wait for a micro-batch to fill."
+    batch_fill_ms: float = Field(
+        0.0, ge=0, le=1000, description="After the first request of a batch, how long to wait "
+        "for more; 0 takes only those already queued (under load, those that arrived while the "
+        "previous batch was scored).",
     )
     candidates: int = Field(300, ge=1, le=5000, description="Retrieved per request.")
     popularity_candidates: int = Field(500, ge=1, le=5000)

@@ -22,7 +22,12 @@ class StreamSettings(ServiceSettings):
         "partitions back at once instead of waiting for its old session to expire.",
     )
     batch_max_events: int = Field(
-        1000, ge=1, le=20_000, description="Events per batch (one Redis round trip per batch)."
+        1000, ge=1, le=20_000, description="Events per batch (one commit per batch; applied in "
+        "script_chunk_events chunks)."
+    )
+    script_chunk_events: int = Field(
+        64, ge=1, le=20_000, description="Events per Redis script call: Redis runs a script "
+        "atomically, so this bounds how long one call blocks other clients (the scorer).",
     )
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."

@@ -129,7 +129,9 @@ def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetric
     @app.agent(topic, concurrency=1)
     async def features(stream: Any) -> None:
         writer = FeatureWriter(FeatureWriter.connect(settings.redis), settings.redis.key_prefix)
-        pipeline = FeaturePipeline(writer, dead_letters, producer, metrics, backoff)
+        pipeline = FeaturePipeline(
+            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events
+        )
         async for events in stream.take_events(settings.batch_max_events, settings.batch_within_s):
             await _process_or_abandon(pipeline, events)
             _observe_lag(app, metrics, events)

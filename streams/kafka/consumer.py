@@ -61,7 +61,19 @@ class BatchConsumer:
     def poll_batch(self, max_messages: int, timeout_s: float) -> list[Message]:
         """Up to `max_messages` records, waiting at most `timeout_s`; broker errors are raised,
         end-of-partition notices are dropped."""
-        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout_s)
+        return self._records(self._consumer.consume(num_messages=max_messages, timeout=timeout_s))
+
+    def poll_ready(self, max_messages: int, wait_s: float, fill_s: float = 0.0) -> list[Message]:
+        """Blocks up to `wait_s` for a first record only, then adds what else arrives within
+        `fill_s` (0: what is already queued), up to `max_messages`: latency-bound consumers
+        never wait for a batch to fill."""
+        first = self._consumer.consume(num_messages=1, timeout=wait_s)
+        if not first or max_messages == 1:
+            return self._records(first)
+        rest = self._consumer.consume(num_messages=max_messages - 1, timeout=fill_s)
+        return self._records(first + rest)
+
+    def _records(self, messages: list[Message]) -> list[Message]:
         records = []
         for message in messages:
             error = message.error()

@@ -111,13 +111,16 @@ class ContractLoop(Generic[R]):
             self._reject(env.key, env.raw, rejection.error, env.position, "apply")
         self.producer.flush()
         self.consumer.commit(batch)
-        self.counters.consumed += len(batch)
-        self.counters.handled += len(valid) - len(rejected)
-        if self.dead_letters is None:
-            self.counters.filtered += invalid + len(rejected)
-        else:
-            self.counters.dead_lettered += invalid + len(rejected)
+        self._count(len(batch), invalid, len(rejected))
         return len(batch)
+
+    def _count(self, consumed: int, invalid: int, rejected: int) -> None:
+        self.counters.consumed += consumed
+        self.counters.handled += consumed - invalid - rejected
+        if self.dead_letters is None:
+            self.counters.filtered += invalid + rejected
+        else:
+            self.counters.dead_lettered += invalid + rejected
 
     def _reject(
         self,

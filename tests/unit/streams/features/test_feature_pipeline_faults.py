@@ -43,9 +43,11 @@ class _Writer:
         self.failures = failures
         self.poison = poison
         self.calls = 0
+        self.sizes: list[int] = []
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         self.calls += 1
+        self.sizes.append(len(batch))
         if self.failures:
             raise self.failures.pop(0)
         if any(p.event.item_id == self.poison for p in batch):
@@ -65,7 +67,9 @@ def _record(offset: int, item: str) -> SourceRecord:
     return SourceRecord("interactions", 0, offset, b"u", encode(event))
 
 
-def _pipeline(writer: _Writer) -> tuple[FeaturePipeline, _Producer, StreamMetrics]:
+def _pipeline(
+    writer: _Writer, chunk_events: int = 64
+) -> tuple[FeaturePipeline, _Producer, StreamMetrics]:
     producer, metrics = _Producer(), StreamMetrics()
     pipeline = FeaturePipeline(
         writer,  # type: ignore[arg-type]
@@ -73,6 +77,7 @@ def _pipeline(writer: _Writer) -> tuple[FeaturePipeline, _Producer, StreamMetric
         producer,  # type: ignore[arg-type]
         metrics,
         Backoff(0.001, 0.002),
+        chunk_events,
     )
     return pipeline, producer, metrics
 
@@ -102,6 +107,25 @@ def test_a_batch_redis_rejects_is_split_and_only_the_culprit_dead_lettered() -> 
         )
         == 1
     )
+
+
+def test_a_large_batch_is_applied_in_bounded_script_calls() -> None:
+    writer = _Writer([])
+    pipeline, _, _ = _pipeline(writer, chunk_events=4)
+    outcome = asyncio.run(pipeline.process([_record(n, f"i{n}") for n in range(10)]))
+    assert outcome == ApplyOutcome(10, 0)
+    assert writer.sizes == [4, 4, 2]
+
+
+def test_a_rejected_chunk_is_isolated_without_touching_the_other_chunks() -> None:
+    writer = _Writer([], poison="bad")
+    pipeline, producer, _ = _pipeline(writer, chunk_events=3)
+    records = [_record(n, "bad" if n == 4 else f"i{n}") for n in range(9)]
+    outcome = asyncio.run(pipeline.process(records))
+    assert outcome == ApplyOutcome(8, 0)
+    # chunk 1 whole, chunk 2 rejected then one call per event, chunk 3 whole
+    assert writer.sizes == [3, 3, 1, 1, 1, 3]
+    assert len(producer.sent) == 1
 
 
 class _ScriptlessRedis:
