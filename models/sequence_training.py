@@ -18,6 +18,7 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +113,13 @@ def history_batch(
     return torch.from_numpy(x), torch.from_numpy(g)
 
 
+def keep_last_targets(batch: Batch, lengths: Sequence[int], keep: Sequence[int]) -> None:
+    """Zeroes (in place) every target of row r but its last keep[r]; lengths[r] = targets in
+    row r (the rows are left-aligned)."""
+    for row, (n, k) in enumerate(zip(lengths, keep, strict=True)):
+        batch.targets[row, : max(0, n - k)] = 0
+
+
 class SessionTrainer:
     """Optimizer, schedule and loops around a :class:`SessionTransformer`."""
 
@@ -202,15 +210,30 @@ class SessionTrainer:
         self.optimizer.step()
         return float(loss.detach())
 
-    def partial_fit(self, items: list[IntArray], times: list[IntArray]) -> float:
-        """One online step on a micro-batch of encoded sequences; returns the loss."""
-        usable = [(s, t) for s, t in zip(items, times, strict=True) if len(s) >= 2]
-        if not usable:
+    def partial_fit(
+        self, items: list[IntArray], times: list[IntArray], fresh: Sequence[int] | None = None
+    ) -> float:
+        """One online step on a micro-batch of encoded sequences; returns the loss.
+
+        `fresh[i]`: only the last fresh[i] events of sequence i are targets (the ones that just
+        arrived); the earlier ones are context only. Without it every position is a target, so
+        each event would be learned again with every later event of its user."""
+        rows = [
+            (s, t, fresh[i] if fresh is not None else len(s))
+            for i, (s, t) in enumerate(zip(items, times, strict=True))
+            if len(s) >= 2
+        ]
+        if not rows:
             return math.nan
         batch = make_batch(
-            [s for s, _ in usable], [t for _, t in usable], self.config.max_len,
+            [s for s, _, _ in rows], [t for _, t, _ in rows], self.config.max_len,
             future_window=self.config.future_window,
         )
+        if fresh is not None:
+            keep_last_targets(batch, [min(len(s), self.config.max_len + 1) - 1 for s, _, _ in rows],
+                              [k for _, _, k in rows])
+        if not bool((batch.targets[..., 0] > 0).any()):
+            return math.nan
         return self._step(batch)
 
     def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:

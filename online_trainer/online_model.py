@@ -59,6 +59,8 @@ class OnlineModel:
         # The scorer encodes the last 50 events the feature store keeps; scoring and learning on
         # the same context length keeps prequential figures honest and the step cost bounded.
         self.context = min(context or config.max_len, config.max_len)
+        self.train_context = self.context
+        """Events each learning step attends to; may exceed `context` (see `tune_online`)."""
         self.items = vocabulary or IdVocabulary()
         self.histories = histories or UserHistories(config.max_len, max_users)
         self.trainer = SessionTrainer(max(len(self.items), 1) + _GROW_CHUNK, config)
@@ -108,21 +110,40 @@ class OnlineModel:
     # -- learning -----------------------------------------------------------------------------
 
     def learn(self, batch: Sequence[Interaction], steps: int = 1) -> float:
-        """Admit ids, extend histories, then train on every touched user's recent sequence."""
+        """Admit ids, extend histories, then train on the events that just arrived, each with
+        its user's preceding events as context.
+
+        Only the new events are targets: re-learning a user's older events with every new one
+        over-weights old events (each would be learned up to `context` times) and measured worse
+        on ML-100K's second half (see online_trainer.settings.train_context_events)."""
         rows = self.items.admit_all(e.item for e in batch)
         self.ensure_capacity()
-        touched: dict[str, None] = {}
+        touched: dict[str, int] = {}
         for event, row in zip(batch, rows, strict=True):
             if self.histories.last_item(event.user) == row:
                 continue
             self.histories.append(event.user, row, event.timestamp)
-            touched[event.user] = None
+            touched[event.user] = touched.get(event.user, 0) + 1
+        if steps == 0:
+            return math.nan
+        n = self.train_context
         sequences = [self.histories.get(user) for user in touched]
-        sequences = [(s[-self.context :], t[-self.context :]) for s, t in sequences]
+        items, times = [s[-n:] for s, _ in sequences], [t[-n:] for _, t in sequences]
         loss = math.nan
         for _ in range(steps):
-            loss = self.trainer.partial_fit([s for s, _ in sequences], [t for _, t in sequences])
+            loss = self.trainer.partial_fit(items, times, list(touched.values()))
         return loss
+
+    def tune_online(
+        self, train_context: int, dense_lr: float | None, item_lr: float | None
+    ) -> None:
+        """Online-phase settings, applied after every load or retrain (an optimiser state
+        restored from a checkpoint or left by an offline schedule carries its own rates)."""
+        self.train_context = min(train_context, self.config.max_len)
+        groups = self.trainer.optimizer.param_groups  # [dense, item table] (SessionTrainer)
+        for group, lr in zip(groups, (dense_lr, item_lr), strict=True):
+            if lr is not None:
+                group["lr"] = lr
 
     def ensure_capacity(self) -> None:
         if len(self.items) + 1 > self.trainer.model.n_items:

@@ -22,6 +22,31 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class RetrainWindow:
+    """Where a drift retrain's replay starts (record time) and when it may start (wall time)."""
+
+    since: float
+    start_at: float
+
+
+def retrain_window(
+    now: float, window_s: float, change_started_at: float | None, min_after_change_s: float | None
+) -> RetrainWindow:
+    """The replay covers `window_s` back from the start, or only the new regime when the alert
+    dates the change inside that window: history before a change teaches the model the world
+    that is gone. The retrain then waits until `min_after_change_s` of the new regime exist,
+    since a model fitted on the first seconds after a change knows too few users and items.
+    Event time stands in for Kafka record time here; both come from the producers' clocks.
+    `min_after_change_s` None: the change time is not used (the fixed window, at once)."""
+    dated = min_after_change_s is not None and change_started_at is not None
+    if not dated or change_started_at is None or change_started_at <= now - window_s:
+        return RetrainWindow(now - window_s, now)
+    assert min_after_change_s is not None
+    start_at = max(now, change_started_at + min_after_change_s)
+    return RetrainWindow(max(change_started_at, start_at - window_s), start_at)
+
+
+@dataclass(frozen=True)
 class Replay:
     events: list[InteractionEvent]
     start_offsets: dict[int, int]

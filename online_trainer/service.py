@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 from models.store import ModelStore
 from online_trainer.online_model import Interaction
 from online_trainer.publisher import Publisher
-from online_trainer.replay import replay_window
+from online_trainer.replay import RetrainWindow, replay_window, retrain_window
 from online_trainer.retrain import Mode, RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
@@ -71,6 +71,7 @@ class TrainerService:
         )
         self.started_at = time.time()
         self._retrain: threading.Thread | None = None
+        self._scheduled: RetrainWindow | None = None
         self._retrain_result: RetrainResult | None = None
         self._retrain_ends: dict[int, int] = {}
         self.retrains = 0
@@ -102,11 +103,12 @@ class TrainerService:
             if not consumed:
                 self.trainer.tick()
             self._poll_alerts()
+            self._start_scheduled()
             self._finish_retrain()
             # Waiting for an assignment (a restarted member waits for the dead one's session to
             # expire) is not idleness.
             waiting = not self.consumer.raw.assignment()
-            if consumed or waiting or self._retrain is not None:
+            if consumed or waiting or self._retrain is not None or self._scheduled is not None:
                 idle_since = time.monotonic()
             elif idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                 break
@@ -132,33 +134,52 @@ class TrainerService:
                 logger.warning(
                     "drift alert detector=%s metric=%s -> retrain", alert.detector, alert.metric
                 )
-                self.start_retrain()
+                self._schedule_retrain(alert.change_started_at)
             self.alerts.commit([message])
 
-    def start_retrain(self, mode: Mode | None = None) -> bool:
+    def _schedule_retrain(self, change_started_at: float | None) -> None:
+        """The first alert of a drift plans the retrain; alerts of the same drift that come
+        while it waits or runs add nothing."""
+        if self._retrain is not None or self._scheduled is not None:
+            return
+        s = self.settings
+        self._scheduled = retrain_window(
+            time.time(), s.retrain_window_s, change_started_at, s.retrain_min_after_change_s
+        )
+        logger.info("retrain scheduled in_s=%.1f", self._scheduled.start_at - time.time())
+
+    def _start_scheduled(self) -> None:
+        plan = self._scheduled
+        due = plan is not None and time.time() >= plan.start_at
+        if plan is not None and due and self.start_retrain(since=plan.since):
+            self._scheduled = None
+
+    def start_retrain(self, mode: Mode | None = None, since: float | None = None) -> bool:
+        """`since`: record time the replay starts at; None = `retrain_window_s` back from now."""
         if self._retrain is not None:
             return False
         assignment = self.consumer.raw.assignment()
         self.consumer.raw.pause(assignment)
         self._retrain = threading.Thread(
             target=self._run_retrain,
-            args=(mode or self.settings.retrain_mode,),
+            args=(mode or self.settings.retrain_mode, since),
             name="retrain",
             daemon=True,
         )
         self._retrain.start()
         return True
 
-    def _run_retrain(self, mode: Mode) -> None:
+    def _run_retrain(self, mode: Mode, since: float | None) -> None:
         try:
-            self._retrain_once(mode)
+            self._retrain_once(mode, since)
         except Exception:
             # The online loop keeps serving the current model; the next alert will try again.
             logger.exception("full retrain failed mode=%s", mode)
             self.retrain_failures += 1
 
-    def _retrain_once(self, mode: Mode) -> None:
-        replay = replay_window(self.settings.kafka, time.time() - self.settings.retrain_window_s)
+    def _retrain_once(self, mode: Mode, since: float | None) -> None:
+        since = time.time() - self.settings.retrain_window_s if since is None else since
+        replay = replay_window(self.settings.kafka, since)
         interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
         config = self.trainer.config.model_copy(
             update={"time_budget_s": self.settings.retrain_budget_s}

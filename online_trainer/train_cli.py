@@ -24,6 +24,7 @@ def train(
     from online_trainer.settings import TrainSettings
 
     settings = TrainSettings()
+    settings.apply_cpu_nice()
     if settings.threads:
         import torch
 

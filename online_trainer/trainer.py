@@ -73,6 +73,7 @@ class OnlineTrainer:
         self.publications: list[Publication] = []
         if self.checkpoints.exists():
             self._restore()
+        self._tune(self.model)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -94,6 +95,10 @@ class OnlineTrainer:
             state.offsets,
             state.serving_version,
         )
+
+    def _tune(self, model: OnlineModel) -> None:
+        s = self.settings
+        model.tune_online(s.train_context_events, s.online_lr, s.online_item_lr)
 
     def _load_version(self, version: str) -> OnlineModel:
         tensors, _manifest = self.store.load(self.settings.model_name, version)
@@ -249,6 +254,7 @@ class OnlineTrainer:
         """Swap in a retrained model covering history up to `end_offsets` and publish it as a new
         major version. The ledger restarts at the replay's end: the retrain is its own lineage."""
         self.model = result.model
+        self._tune(self.model)
         self.state.offsets = dict(end_offsets)
         self.state.ledger = OffsetLedger()
         for partition, end in end_offsets.items():

@@ -22,4 +22,8 @@ class DriftAlert(BaseModel):
     severity: Literal["info", "warning", "critical"]
     suggested_action: Literal["retrain", "rollback", "none"]
     detected_at: Timestamp
+    change_started_at: Timestamp | None = None
+    """Event time the detector dates the change from, when it can (a KPI drop's change point).
+    A retrain learns the new regime from here on instead of a fixed window mostly before it.
+    Optional and additive: alerts without it keep their meaning."""
     message: Text = ""

@@ -33,7 +33,9 @@ def serve(
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
         )
-    service = ScorerService(ServeSettings())
+    settings = ServeSettings()
+    settings.apply_cpu_nice()
+    service = ScorerService(settings)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
@@ -53,6 +55,11 @@ def bench_serve(
     rates: str = typer.Option("100,200,500", help="Offered requests/s, comma-separated."),
     seconds: float = typer.Option(15.0, min=2.0, help="Measured seconds per rate."),
     ingest_rate: float = typer.Option(1000.0, min=0.0, help="Events/s ingested alongside."),
+    ingest_nice: int = typer.Option(
+        10, min=0, max=19,
+        help="Second pass with the feature worker and event generator at this niceness "
+        "(0: skip it).",
+    ),
 ) -> None:
     """Request -> response latency (p50/p99) of one scorer process at several offered rates."""
     from bench.serve import run
@@ -63,4 +70,5 @@ def bench_serve(
         rates=[float(r) for r in rates.split(",") if r.strip()],
         seconds=seconds,
         ingest_rate=ingest_rate,
+        ingest_nice=ingest_nice,
     )

@@ -22,6 +22,7 @@ def monitor() -> None:
     from streams.monitor.settings import MonitorSettings
 
     settings = MonitorSettings()
+    settings.apply_cpu_nice()
     service = MonitorService(settings)
     stop = threading.Event()
 

@@ -6,11 +6,16 @@ fields with `__`, e.g. `STREAMREC_KAFKA__BOOTSTRAP_SERVERS`) and passes the obje
 
 from __future__ import annotations
 
+import logging
+import os
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.kafka.connection import KafkaConnection
 from streams.redis_connection import RedisConnection
+
+logger = logging.getLogger(__name__)
 
 
 class ServiceSettings(BaseSettings):
@@ -26,3 +31,17 @@ class ServiceSettings(BaseSettings):
     metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus /metrics HTTP port on 127.0.0.1; 0 disables it."
     )
+    cpu_nice: int = Field(
+        0, ge=0, le=19, description="CPU scheduling niceness the process takes at start. On a "
+        "host shared with the latency-bound scorer, throughput services (feature workers, "
+        "trainer, monitor) at e.g. 10 yield the CPU to it when a request arrives and still use "
+        "every idle cycle (the role of cpu.weight / QoS classes under an orchestrator).",
+    )
+
+    def apply_cpu_nice(self) -> None:
+        """Lowers this process's CPU priority to `cpu_nice` (never raises it: that needs
+        privileges a service should not hold)."""
+        current = os.nice(0)
+        if self.cpu_nice > current:
+            os.nice(self.cpu_nice - current)
+            logger.info("cpu priority lowered nice=%d", self.cpu_nice)

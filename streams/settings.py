@@ -26,7 +26,7 @@ class StreamSettings(ServiceSettings):
         "script_chunk_events chunks)."
     )
     script_chunk_events: int = Field(
-        64, ge=1, le=20_000, description="Events per Redis script call: Redis runs a script "
+        16, ge=1, le=20_000, description="Events per Redis script call: Redis runs a script "
         "atomically, so this bounds how long one call blocks other clients (the scorer).",
     )
     batch_within_s: float = Field(

@@ -180,6 +180,7 @@ def _warn_about_missing_codecs() -> None:
 
 def main() -> None:
     settings = StreamSettings()
+    settings.apply_cpu_nice()
     _warn_about_missing_codecs()
     level = os.environ.get("STREAMREC_LOG_LEVEL", "INFO").lower()
     metrics = StreamMetrics()

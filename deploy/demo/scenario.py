@@ -121,7 +121,8 @@ def _start(services: Services, state: RunState) -> None:
         "STREAMREC_PUBLISH_EVERY_S": str(s.online_publish_every_s),
         "STREAMREC_RETRAIN_WINDOW_S": str(s.retrain_window_s),
         "STREAMREC_RETRAIN_BUDGET_S": str(s.retrain_budget_s),
-        "STREAMREC_RETRAIN_MODE": "warm",
+        "STREAMREC_RETRAIN_MIN_AFTER_CHANGE_S": str(s.retrain_after_change_s),
+        "STREAMREC_RETRAIN_MODE": s.retrain_mode,
         "STREAMREC_THREADS": "1",
     })
     services.start("scorer", {

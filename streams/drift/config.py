@@ -62,6 +62,16 @@ class DriftSettings(BaseModel):
             "served suggests rollback; any other drop suggests retrain."
         ),
     )
+    rollback_blames: Literal["major", "any"] = Field(
+        "major",
+        description=(
+            "Which deployments a drop can be blamed on. `major`: only the first version of a "
+            "new major (a full retrain replaces the model wholesale); minor versions are "
+            "incremental updates that passed the trainer's validation gate against the serving "
+            "version on the same events, and published every few seconds one would precede "
+            "every drop, turning drift in the world into rollbacks. `any`: every new version."
+        ),
+    )
     psi_sample_events: int = Field(
         5_000, ge=100, le=10_000_000, description="Interactions per PSI evaluation."
     )

@@ -3,8 +3,9 @@
 - Cooldown: after an alert, the same detector stays quiet for `cooldown_s` of event time, so one
   regression is one alert, not a storm.
 - Rollback vs retrain: a KPI drop that began within `rollback_windows` KPI windows after a new
-  model version first served points at that deployment (roll it back); any other drop is drift in
-  the world (retrain). Versions already serving when the monitor started are not "new".
+  deployment first served points at that deployment (roll it back); any other drop is drift in
+  the world (retrain). Versions already serving when the monitor started are not "new", and with
+  `rollback_blames="major"` only the first version of a new major counts as a deployment.
 - Times are event times, so a replay of the same topics yields the same alerts (and alert ids).
 """
 
@@ -44,6 +45,7 @@ class AlertPolicy:
         self._last_alert: dict[str, float] = {}
         self._first_seen: dict[str, float] = {}
         self._new_versions: set[str] = set()
+        self._lineages: set[str] = set()
         self._started_at: float | None = None
         self._freshness_raised: set[str] = set()
         self.suppressed = 0
@@ -55,8 +57,11 @@ class AlertPolicy:
         if self._started_at is None:
             self._started_at = at
         self._first_seen[version] = at
+        lineage = version.split(".", 1)[0] if self._settings.rollback_blames == "major" else version
+        new_lineage = lineage not in self._lineages
+        self._lineages.add(lineage)
         # Versions seen in the first window were already live when we started: not deployments.
-        if at - self._started_at > self._kpi_window_s:
+        if new_lineage and at - self._started_at > self._kpi_window_s:
             self._new_versions.add(version)
             logger.info("new model version version=%s first_served=%s", version, _iso(at))
         if len(self._first_seen) > _MAX_TRACKED_VERSIONS:
@@ -104,9 +109,10 @@ class AlertPolicy:
             f"(-{drop.relative_drop:.0%}) over {drop.observations_since_change} responses since "
             f"{_iso(drop.started_at)}{blame}"
         )
+        # The change point tells a retrain where the new regime starts (see DriftAlert).
         return self._alert(
             detector, drop.metric, deployed or serving_version, drop.baseline, drop.current,
-            severity, action, drop.detected_at, message,
+            severity, action, drop.detected_at, message, change_started_at=drop.started_at,
         )
 
     def on_psi(self, feature: str, value: float, at: float) -> DriftAlert | None:
@@ -157,6 +163,7 @@ class AlertPolicy:
         action: Action,
         at: float,
         message: str,
+        change_started_at: float | None = None,
     ) -> DriftAlert:
         logger.warning(
             "drift alert detector=%s metric=%s severity=%s action=%s baseline=%.4f current=%.4f",
@@ -172,5 +179,6 @@ class AlertPolicy:
             severity=severity,
             suggested_action=action,
             detected_at=at,
+            change_started_at=change_started_at,
             message=message[:2048],
         )

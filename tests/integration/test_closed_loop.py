@@ -25,14 +25,17 @@ def _quiet(_state: RunState) -> None:
 @pytest.mark.e2e
 @pytest.mark.xfail(
     strict=False,
-    reason="known gap (issue 7): alert, retrain and major version happen every run, but the hit "
-    "rate recovers to 0.86-0.93 of its pre-drift level, around the 0.9 goal; kept running so a "
-    "fix shows up as XPASS",
+    reason="known gap (issue 7): alert, dated retrain on the new regime and major version "
+    "happen every run; the hit rate recovered to 1.13, 0.90, 1.09 and 0.89 of its pre-drift "
+    "level in four runs, so 0.9 is not met robustly yet; kept running so a fix shows up as XPASS",
 )
 def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> None:
+    # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.2-0.4 from one to the
+    # next): 55 s before the drift and 40 s after recovery keep the ratio's own noise well
+    # below the margin it is judged by.
     settings = DemoSettings(
         reports_dir=tmp_path, dashboard=False, pretrain_budget_s=20.0, warmup_s=25.0,
-        drift_after_s=60.0, recovery_settle_s=30.0, recovery_hold_s=30.0, max_live_s=200.0,
+        drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=40.0, max_live_s=250.0,
     )
     run_dir, summary = scenario.run(settings, _quiet)
     report.write(run_dir, summary)  # summary.json + report.html beside the logs, for a failure

@@ -159,3 +159,45 @@ def test_stale_alerts_from_before_the_start_are_ignored(
         assert service._retrain is None
     finally:
         service.close()
+
+
+def test_a_dated_alert_retrains_on_the_events_since_the_change_once_enough_exist(
+    kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
+) -> None:
+    wait_s = 3.0
+    settings = train_settings(kafka, tmp_path, retrain_min_after_change_s=wait_s)
+    old, new = ml100k.iloc[:2000], ml100k.iloc[2000:3000]
+    publish(kafka, old)
+    running = Running(settings)
+    try:
+        service = running.service
+        _wait(lambda: bool(service.trainer.publications), 120, "first publication")
+        changed_at = time.time()
+        time.sleep(0.1)  # Kafka record times, which choose the replay, are milliseconds
+        publish(kafka, new)
+        producer = EventProducer(kafka)
+        producer.send(
+            kafka.topic(ALERTS_DRIFT),
+            "kpi.hit_rate",
+            DriftAlert(
+                alert_id="dated",
+                detector="kpi.hit_rate",
+                metric="hit_rate",
+                baseline=0.3,
+                current=0.1,
+                severity="critical",
+                suggested_action="retrain",
+                detected_at=time.time(),
+                change_started_at=changed_at,
+            ),
+        )
+        producer.flush()
+        _wait(lambda: service.retrains == 1, 180, "the retrain")
+    finally:
+        running.close()
+    major = next(p for p in service.trainer.publications if p.version == "2.0")
+    assert major.published_at >= changed_at + wait_s
+    histories = service.trainer.model.histories
+    only_old = set(old["user_id"].astype(str)) - set(new["user_id"].astype(str))
+    assert all(len(histories.get(user)[0]) == 0 for user in only_old)
+    assert any(len(histories.get(str(user))[0]) for user in new["user_id"])

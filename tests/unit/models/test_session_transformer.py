@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.sequence_training import SessionTrainer, make_batch
+from models.sequence_training import SessionTrainer, keep_last_targets, make_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer, gap_buckets
@@ -67,6 +67,24 @@ def test_partial_fit_lowers_the_loss_on_repeated_micro_batches() -> None:
     for _ in range(30):
         last = trainer.partial_fit(train.items, train.times)
     assert last < 0.5 * first
+
+
+def test_only_the_fresh_events_of_each_sequence_stay_targets() -> None:
+    batch = make_batch([np.array([1, 2, 3, 4, 5]), np.array([6, 7, 8])],
+                       [np.arange(5), np.arange(3)], max_len=8)
+    keep_last_targets(batch, [4, 2], [1, 2])
+    assert batch.targets[0, :, 0].tolist() == [0, 0, 0, 5]
+    assert batch.targets[1, :, 0].tolist() == [7, 8, 0, 0]
+
+
+def test_partial_fit_with_no_fresh_event_takes_no_step() -> None:
+    train = _cyclic_data(n_users=4, n_items=12, length=10)
+    trainer = SessionTrainer(12, SMALL, torch.device("cpu"))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    assert np.isnan(trainer.partial_fit(train.items, train.times, [0, 0, 0, 0]))
+    after = list(trainer.model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert not np.isnan(trainer.partial_fit(train.items, train.times, [1, 0, 0, 0]))
 
 
 def test_encode_returns_one_query_vector_per_history() -> None:

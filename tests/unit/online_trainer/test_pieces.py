@@ -7,8 +7,10 @@ import pytest
 from online_trainer.gate import ValidationGate
 from online_trainer.histories import UserHistories
 from online_trainer.ledger import OffsetLedger
+from online_trainer.online_model import OnlineModel
 from online_trainer.prequential import MISS, RunningMetrics
 from online_trainer.vocabulary import IdVocabulary
+from tests.unit.online_trainer.helpers import TINY
 
 
 def test_vocabulary_admits_on_first_sight_without_collisions_and_never_moves_rows() -> None:
@@ -78,3 +80,13 @@ def test_gate_holds_a_worse_candidate_and_publishes_within_the_margin() -> None:
 def test_gate_refuses_windows_of_different_events() -> None:
     with pytest.raises(ValueError, match="same events"):
         ValidationGate("hr@10", 0.0, 10, 1).observe([1.0], [])
+
+
+def test_online_tuning_sets_the_streaming_rates_and_the_learning_context() -> None:
+    model = OnlineModel(TINY, context=5)
+    model.tune_online(train_context=50, dense_lr=3e-4, item_lr=1e-3)
+    assert model.train_context == TINY.max_len  # capped by what the encoder reads
+    assert [g["lr"] for g in model.trainer.optimizer.param_groups] == [3e-4, 1e-3]
+    model.tune_online(train_context=8, dense_lr=None, item_lr=None)
+    assert model.train_context == 8
+    assert [g["lr"] for g in model.trainer.optimizer.param_groups] == [3e-4, 1e-3]

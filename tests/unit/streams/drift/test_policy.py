@@ -1,3 +1,5 @@
+from typing import Any
+
 from streams.drift.config import DriftSettings
 from streams.drift.detectors import KpiDrop
 from streams.drift.policy import AlertPolicy
@@ -12,7 +14,7 @@ def drop(started_at: float, detected_at: float, baseline: float = 0.3, current: 
     return KpiDrop("hit_rate", baseline, current, started_at, detected_at, 400)
 
 
-def policy(**overrides: float) -> AlertPolicy:
+def policy(**overrides: Any) -> AlertPolicy:
     return AlertPolicy(DriftSettings(**overrides), WINDOW_S)
 
 
@@ -43,6 +45,28 @@ def test_a_drop_long_after_a_deployment_is_not_blamed_on_it() -> None:
     alert = p.on_kpi_drop(drop(T0 + 10_000 + 10 * WINDOW_S, T0 + 14_000), "v2")
     assert alert is not None
     assert alert.suggested_action == "retrain"
+
+
+def test_a_drop_after_a_gated_minor_version_is_drift_but_after_a_new_major_a_rollback() -> None:
+    p = policy(rollback_windows=3)
+    p.observe_version("1.0", T0)
+    p.observe_version("1.7", T0 + 10_000)
+    alert = p.on_kpi_drop(drop(T0 + 10_000 + WINDOW_S, T0 + 10_500), "1.7")
+    assert alert is not None
+    assert (alert.suggested_action, alert.model_version) == ("retrain", "1.7")
+    p.observe_version("2.0", T0 + 20_000)
+    alert = p.on_kpi_drop(drop(T0 + 20_000 + WINDOW_S, T0 + 20_500), "2.0")
+    assert alert is not None
+    assert (alert.suggested_action, alert.model_version) == ("rollback", "2.0")
+
+
+def test_with_any_version_blamed_a_minor_version_is_rolled_back_too() -> None:
+    p = policy(rollback_windows=3, rollback_blames="any")
+    p.observe_version("1.0", T0)
+    p.observe_version("1.7", T0 + 10_000)
+    alert = p.on_kpi_drop(drop(T0 + 10_000 + WINDOW_S, T0 + 10_500), "1.7")
+    assert alert is not None
+    assert (alert.suggested_action, alert.model_version) == ("rollback", "1.7")
 
 
 def test_versions_live_when_monitoring_starts_are_not_deployments() -> None:
@@ -100,3 +124,11 @@ def test_alert_ids_are_deterministic_for_replays() -> None:
     second = policy().on_kpi_drop(drop(T0, T0 + 100), "v1")
     assert first is not None and second is not None
     assert first.alert_id == second.alert_id
+
+
+def test_a_kpi_alert_dates_the_change_for_the_retrain() -> None:
+    alert = policy().on_kpi_drop(drop(T0 + 40, T0 + 100), "v1")
+    assert alert is not None
+    assert alert.change_started_at == T0 + 40
+    psi = policy().on_psi("device", 0.4, T0)
+    assert psi is not None and psi.change_started_at is None  # PSI cannot date its change
