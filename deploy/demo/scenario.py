@@ -110,6 +110,8 @@ def _start(services: Services, state: RunState) -> None:
     services.start("worker", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-features",
         "STREAMREC_DATADIR": str(run.root / "faust"),
+        # Everything shares the cores: the scorer (and Redis, the broker) go first.
+        "STREAMREC_CPU_NICE": "10",
     })
     services.start("trainer", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-trainer",
@@ -135,7 +137,9 @@ def _start(services: Services, state: RunState) -> None:
         "STREAMREC_ATTRIBUTION_WINDOW_S": str(s.attribution_window_s),
         "STREAMREC_ALLOWED_LATENESS_S": "1",
         "STREAMREC_IDLE_ADVANCE_S": "2",
-        # Any version first served near a drop is blamed (rollback); here only retrains publish.
+        "STREAMREC_CPU_NICE": "10",
+        # Only a major version that started serving after the drop began could be blamed: the
+        # retrain's own 2.0 comes after the alert and must not be rolled back for the drift.
         "STREAMREC_DRIFT__ROLLBACK_WINDOWS": "0",
         # Its reference would be the backfill (another period of ML-100K), not a training
         # profile: PSI would flag the dataset's own evolution. The demo is about KPI drift.

@@ -70,10 +70,12 @@ class DemoSettings(BaseSettings):
     )
     retrain_budget_s: float = Field(20.0, gt=0.0, le=3600.0)
     online_publish_every_s: float = Field(
-        5.0, gt=0.0,
-        description="Cadence of the online trainer's gated minor publications: between full "
-        "retrains the served model keeps learning (the monitor blames drops on new majors "
-        "only, so minors do not turn drift into rollbacks).",
+        1e6, gt=0.0,
+        description="Cadence of the online trainer's gated minor publications; off by "
+        "default. The monitor no longer blames drift on minors (only new majors), but in "
+        "closed-loop runs with minors every 5 s the hit rate recovered to 0.86 and 0.80 of its "
+        "pre-drift level, against 0.89-1.13 in four runs without: after a full permutation of "
+        "item ids, gated minors of the pre-drift model do not help, and the baseline rises.",
     )
     dashboard: bool = Field(True, description="rich.Live terminal dashboard.")
     refresh_s: float = Field(1.0, gt=0.0, le=10.0, description="Dashboard and sampling cadence.")
