@@ -57,9 +57,13 @@ class AlertPolicy:
         if self._started_at is None:
             self._started_at = at
         self._first_seen[version] = at
-        lineage = version.split(".", 1)[0] if self._settings.rollback_blames == "major" else version
-        new_lineage = lineage not in self._lineages
-        self._lineages.add(lineage)
+        # A version reaching here is new; under "major" it is a deployment only if its major is.
+        # (Majors are few: this set stays small where the per-version maps are bounded.)
+        new_lineage = True
+        if self._settings.rollback_blames == "major":
+            major = version.split(".", 1)[0]
+            new_lineage = major not in self._lineages
+            self._lineages.add(major)
         # Versions seen in the first window were already live when we started: not deployments.
         if new_lineage and at - self._started_at > self._kpi_window_s:
             self._new_versions.add(version)

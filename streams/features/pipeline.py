@@ -70,7 +70,7 @@ class FeaturePipeline:
         producer: EventProducer,
         metrics: StreamMetrics,
         backoff: Backoff,
-        chunk_events: int = 16,
+        chunk_events: int,
     ) -> None:
         self._writer = writer
         self._chunk = chunk_events

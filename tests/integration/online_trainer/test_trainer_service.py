@@ -87,6 +87,21 @@ def test_a_new_item_is_recommendable_after_the_next_publication_without_restart(
     assert Path(updates[-1].location).exists()
 
 
+def _send_retrain_alert(
+    kafka: KafkaConnection, alert_id: str, detected_at: float,
+    change_started_at: float | None = None,
+) -> None:
+    """A critical KPI alert suggesting a retrain, as the monitor would publish it."""
+    producer = EventProducer(kafka)
+    alert = DriftAlert(
+        alert_id=alert_id, detector="kpi.hit_rate", metric="hit_rate", baseline=0.3,
+        current=0.1, severity="critical", suggested_action="retrain",
+        detected_at=detected_at, change_started_at=change_started_at,
+    )
+    producer.send(kafka.topic(ALERTS_DRIFT), alert.detector, alert)
+    producer.flush()
+
+
 def test_a_drift_alert_leads_to_a_retrain_and_a_new_major_version(
     kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
 ) -> None:
@@ -97,22 +112,7 @@ def test_a_drift_alert_leads_to_a_retrain_and_a_new_major_version(
         service = running.service
         _wait(lambda: bool(service.trainer.publications), 120, "first publication")
         assert service.trainer.publications[0].version == "1.0"
-        producer = EventProducer(kafka)
-        producer.send(
-            kafka.topic(ALERTS_DRIFT),
-            "adwin.hit_rate",
-            DriftAlert(
-                alert_id="a1",
-                detector="adwin.hit_rate",
-                metric="hit_rate@10",
-                baseline=0.3,
-                current=0.1,
-                severity="critical",
-                suggested_action="retrain",
-                detected_at=time.time(),
-            ),
-        )
-        producer.flush()
+        _send_retrain_alert(kafka, "a1", time.time())
         _wait(lambda: service.retrains == 1, 180, "the retrain")
         _wait(
             lambda: any(p.version.startswith("2.") for p in service.trainer.publications),
@@ -135,22 +135,7 @@ def test_a_drift_alert_leads_to_a_retrain_and_a_new_major_version(
 def test_stale_alerts_from_before_the_start_are_ignored(
     kafka: KafkaConnection, tmp_path: Path, unused: None
 ) -> None:
-    producer = EventProducer(kafka)
-    producer.send(
-        kafka.topic(ALERTS_DRIFT),
-        "old",
-        DriftAlert(
-            alert_id="old",
-            detector="old",
-            metric="hit_rate@10",
-            baseline=0.3,
-            current=0.1,
-            severity="critical",
-            suggested_action="retrain",
-            detected_at=time.time() - 3600,
-        ),
-    )
-    producer.flush()
+    _send_retrain_alert(kafka, "old", time.time() - 3600)
     service = TrainerService(train_settings(kafka, tmp_path, alert_max_age_s=60.0))
     try:
         for _ in range(30):
@@ -175,23 +160,7 @@ def test_a_dated_alert_retrains_on_the_events_since_the_change_once_enough_exist
         changed_at = time.time()
         time.sleep(0.1)  # Kafka record times, which choose the replay, are milliseconds
         publish(kafka, new)
-        producer = EventProducer(kafka)
-        producer.send(
-            kafka.topic(ALERTS_DRIFT),
-            "kpi.hit_rate",
-            DriftAlert(
-                alert_id="dated",
-                detector="kpi.hit_rate",
-                metric="hit_rate",
-                baseline=0.3,
-                current=0.1,
-                severity="critical",
-                suggested_action="retrain",
-                detected_at=time.time(),
-                change_started_at=changed_at,
-            ),
-        )
-        producer.flush()
+        _send_retrain_alert(kafka, "dated", time.time(), change_started_at=changed_at)
         _wait(lambda: service.retrains == 1, 180, "the retrain")
     finally:
         running.close()
