@@ -128,8 +128,7 @@ class LocalKafka:
         if (self.data / "meta.properties").exists():
             return
         self.data.mkdir(parents=True, exist_ok=True)
-        # A Kafka cluster id is 16 random bytes in URL-safe base64 without padding.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _new_cluster_id()
         subprocess.run(
             self._java(STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)),
             check=True,
@@ -192,3 +191,15 @@ class LocalKafka:
             return False
         stop_pid(pid, self.pid_file, grace_s=60)
         return True
+
+
+def _new_cluster_id() -> str:
+    """16 random bytes in URL-safe base64 without padding, as Kafka's own ``Uuid.randomUuid``.
+
+    Like Kafka, never one that starts with "-": the storage tool's argument parser would read it
+    as an option and refuse to format (one id in 32 did).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
