@@ -6,13 +6,16 @@
 - :class:`GraphedInference`: captures a module's forward for one fixed input shape in a CUDA
   graph and replays it (the scorer pads micro-batches to that shape); on CPU, or for any other
   shape, it simply calls the module.
+- :func:`traced_inference`: a TorchScript trace of an eval-mode module for CPU inference, checked
+  against eager execution; eager when tracing fails or disagrees.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -84,3 +87,31 @@ class GraphedInference:
             self._output = self.fn(*self._inputs)
         self._graph = graph
         log.info("captured cuda graph shapes=%s", [tuple(t.shape) for t in inputs])
+
+
+def traced_inference(
+    module: torch.nn.Module, examples: Sequence[tuple[torch.Tensor, ...]]
+) -> Callable[..., torch.Tensor]:
+    """``module``'s forward as a TorchScript trace, for inference on small CPU batches.
+
+    Per-call Python overhead (module dispatch, no-op dropouts) was half of the scorer's encoder
+    time for one request: 1.1-1.3 ms eager vs 0.5-0.65 ms traced, over mixed batch sizes and
+    sequence lengths. The trace is checked on every example (give examples of different shapes:
+    a trace must not have baked one in); if tracing fails or any output differs, the eager
+    module is returned. torch marks tracing deprecated in favour of torch.compile, which needs a
+    compiler at run time and recompiles per shape: hence the fallback rather than a dependency.
+    """
+    module = module.eval()
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the deprecation notice, and tracer hints
+            traced = torch.jit.trace(  # type: ignore[no-untyped-call]
+                module, examples[0], check_trace=False
+            )
+            for example in examples:
+                if not torch.allclose(traced(*example), module(*example), atol=1e-5, rtol=1e-4):
+                    raise ValueError(f"trace disagrees for shapes {[t.shape for t in example]}")
+    except Exception as error:  # any failure means: run eagerly
+        log.warning("tracing failed, inference runs eagerly error=%s", error)
+        return module
+    return traced  # type: ignore[no-any-return]

@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
-from serving.batching import Group, plan_batch
-from serving.cold_start import backfill, popular_candidates
+from serving.batching import BatchPlan, Group, plan_batch
+from serving.cold_start import CONTEXT_EVENTS, backfill, popular_candidates
 from serving.features import BatchFeatures, FeatureReader, UserContext
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
@@ -80,7 +80,7 @@ class Scorer:
         drafts = [Draft(list(features.popular)) for _ in requests]
         retrieved = [self._retrieve(g, requests) for g in plan.groups]
         rules = features.config.rules or self.rules
-        categories = self._categories(requests, features, plan.groups, retrieved, rules)
+        categories = self._categories(requests, features, plan, retrieved, rules)
         filters = [
             CandidateFilter.for_request(r, c.seen(), features.config.unavailable, rules)
             for r, c in zip(requests, features.contexts, strict=True)
@@ -110,22 +110,28 @@ class Scorer:
         self,
         requests: Sequence[RecommendationRequest],
         features: BatchFeatures,
-        groups: Sequence[Group],
+        plan: BatchPlan,
         retrieved: Sequence[Retrieved],
         rules: BusinessRules,
     ) -> Mapping[str, str]:
-        """Categories of every item a filter, rule or context may look at (one round trip at
-        most, usually none: the reader caches them)."""
+        """Categories of every item a filter, rule or cold-start context may look at (one round
+        trip at most, usually none: the reader caches them). A batch without category filters,
+        category rules or cold requests needs none: looking up the whole popularity list for
+        every batch was a tenth of the scorer's CPU."""
         needed = bool(rules.category_boosts or rules.banned_categories or rules.max_per_category)
         needed = needed or any(
             r.filters.include_categories is not None or r.filters.exclude_categories
             for r in requests
         )
-        ids = [item for item, _ in features.popular]
-        for context in features.contexts:
-            ids.extend(e.item_id for e in context.session_events[-5:] or context.user_events[-5:])
+        ids: list[str] = []
+        if needed or plan.cold:
+            ids.extend(item for item, _ in features.popular)
+        for position in plan.cold:
+            context = features.contexts[position]
+            recent = (context.session_events or context.user_events)[-CONTEXT_EVENTS:]
+            ids.extend(e.item_id for e in recent)
         if needed:
-            for group, found in zip(groups, retrieved, strict=True):
+            for group, found in zip(plan.groups, retrieved, strict=True):
                 item_ids = group.deployment.bundle.item_ids
                 ids.extend(item_ids[i] for i in found.ids.ravel().tolist() if i > 0)
         return self.reader.categories(ids) if ids else {}

@@ -146,6 +146,7 @@ class ScorerService:
             dead_letters,
             batch_size=self.settings.batch_size,
             fill_s=self.settings.batch_fill_ms / 1000,
+            commit_interval_s=self.settings.commit_interval_ms / 1000,
         )
 
     def _control_loop(

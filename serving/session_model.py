@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.accelerators import traced_inference
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
 from models.sequence_training import history_batch
@@ -33,6 +34,30 @@ RANKER_PREFIX = "ranker."
 ITEM_MAP = "item"
 
 
+class _Encoder(torch.nn.Module):
+    """`SessionTransformer.encode` as a module's forward (what tracing records)."""
+
+    def __init__(self, model: SessionTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
+        return self.model.encode(items, gaps_s)
+
+
+def _examples(n_items: int, max_len: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Inputs of several shapes, padded rows included, for checking a trace."""
+    generator = torch.Generator().manual_seed(0)
+    out = []
+    for batch, length in ((2, min(8, max_len)), (1, max_len), (3, min(3, max_len))):
+        items = torch.randint(1, n_items + 1, (batch, length), generator=generator)
+        items[0, length // 2 + 1 :] = 0
+        gaps = torch.randint(0, 100_000, (batch, length), generator=generator)
+        gaps[items == 0] = -1
+        out.append((items, gaps))
+    return out
+
+
 class SessionRecommender:
     def __init__(self, model: SessionTransformer, history_length: int) -> None:
         self.model = model.eval()
@@ -40,6 +65,9 @@ class SessionRecommender:
         with torch.no_grad():
             self._vectors = model.item_vectors().detach().float().numpy().copy()
             self._bias = model.item_bias.detach().float().numpy().copy()
+        self._encode = traced_inference(
+            _Encoder(self.model), _examples(model.n_items, self.history_length)
+        )
 
     def encode(self, histories: Sequence[History]) -> FloatArray:
         items = [np.fromiter((i for i, _ in h), np.int64, len(h)) for h in histories]
@@ -47,7 +75,7 @@ class SessionRecommender:
         times = [np.fromiter((int(t) for _, t in h), np.int64, len(h)) for h in histories]
         x, gaps = history_batch(items, times, self.history_length)
         with torch.inference_mode():
-            queries = self.model.encode(x, gaps).float().numpy()
+            queries = self._encode(x, gaps).float().numpy()
         return mips_queries(queries)
 
     def item_vectors(self, indices: IntArray) -> FloatArray:

@@ -60,6 +60,11 @@ class ServeSettings(ServiceSettings):
         "for more; 0 takes only those already queued (under load, those that arrived while the "
         "previous batch was scored).",
     )
+    commit_interval_ms: float = Field(
+        100.0, ge=0, le=10_000, description="Answered requests are flushed and committed at "
+        "most this often (0: after every micro-batch). A crash re-delivers at most this much "
+        "of already answered requests (duplicate answers, same request_id); none is lost.",
+    )
     candidates: int = Field(300, ge=1, le=5000, description="Retrieved per request.")
     popularity_candidates: int = Field(500, ge=1, le=5000)
     popularity_refresh_s: float = Field(1.0, gt=0, le=3600)

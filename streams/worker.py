@@ -21,6 +21,7 @@ import faust
 from schemas.topics import INTERACTIONS
 from streams.features.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.features.writer import FeatureWriter
+from streams.fetch_batching import BatchingApp, FetchBatching
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 from streams.metrics import StreamMetrics
@@ -56,10 +57,11 @@ def _credentials(settings: StreamSettings) -> Any:
     )
 
 
-def create_app(settings: StreamSettings) -> faust.App:
+def create_app(settings: StreamSettings) -> BatchingApp:
     settings.datadir.mkdir(parents=True, exist_ok=True)
-    return faust.App(
+    return BatchingApp(
         settings.group_id,
+        fetch_batching=FetchBatching(settings.fetch_min_bytes, settings.fetch_max_wait_ms),
         broker=_broker_urls(settings),
         broker_credentials=_credentials(settings),
         value_serializer="raw",

@@ -8,7 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from models.accelerators import GraphedInference, autocast_context, default_device
+from models.accelerators import (
+    GraphedInference,
+    autocast_context,
+    default_device,
+    traced_inference,
+)
 from models.frames import frame_library, temporal_features, to_pandas
 
 
@@ -19,6 +24,27 @@ def test_graphed_inference_runs_eagerly_on_cpu() -> None:
     with torch.no_grad():
         assert torch.equal(graphed(x), model(x))
     assert graphed.replays == 0
+
+
+class _ShapeDependent(torch.nn.Module):
+    """Python control flow on a value: a trace bakes in the branch it saw."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if float(x.sum()) > 0 else x + 1
+
+
+def test_a_traced_module_answers_like_the_eager_one_for_other_shapes() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    traced = traced_inference(model, [(torch.randn(3, 4),), (torch.randn(1, 4),)])
+    assert traced is not model
+    x = torch.randn(7, 4)
+    with torch.no_grad():
+        assert torch.allclose(traced(x), model(x), atol=1e-6)
+
+
+def test_a_module_whose_trace_disagrees_runs_eagerly() -> None:
+    module = _ShapeDependent()
+    assert traced_inference(module, [(torch.ones(2),), (-torch.ones(2),)]) is module
 
 
 def test_autocast_is_a_no_op_on_cpu() -> None:

@@ -73,7 +73,13 @@ class _Producer:
             raise DeliveryError("1 records failed: rec.responses: broker down")
 
 
-def _loop(batches: list[list[_Message]], log: list[str], producer: _Producer) -> RequestLoop:
+def _loop(
+    batches: list[list[_Message]],
+    log: list[str],
+    producer: _Producer,
+    commit_interval_s: float = 0.0,
+    clock: list[float] | None = None,
+) -> RequestLoop:
     def handle(batch: list[Envelope[RecommendationRequest]]) -> list[RecordRejected]:
         log.append(f"answer {[e.record.request_id for e in batch]}")
         return []
@@ -81,7 +87,8 @@ def _loop(batches: list[list[_Message]], log: list[str], producer: _Producer) ->
     consumer: Any = _Consumer(batches, log)
     return RequestLoop(ServeMetrics(), consumer, handle, producer,  # type: ignore[arg-type]
                        dead_letters=None,  # type: ignore[arg-type]
-                       batch_size=64, fill_s=0.0)
+                       batch_size=64, fill_s=0.0, commit_interval_s=commit_interval_s,
+                       clock=lambda: clock[0] if clock else 0.0)
 
 
 def test_a_batch_is_committed_after_the_next_poll_and_before_the_next_answers() -> None:
@@ -115,3 +122,22 @@ def test_an_unacknowledged_batch_is_never_committed() -> None:
     with pytest.raises(DeliveryError):
         loop.run_once()
     assert not any(entry.startswith("commit") for entry in log)
+
+
+def test_batches_within_the_commit_interval_share_one_flush_and_commit() -> None:
+    log: list[str] = []
+    clock = [0.0]
+    loop = _loop([[_Message(0)], [_Message(1)], [_Message(2)], []], log, _Producer(log),
+                 commit_interval_s=0.1, clock=clock)
+    loop.run_once()
+    clock[0] = 0.05
+    loop.run_once()
+    assert "commit" not in " ".join(log)
+    clock[0] = 0.12
+    loop.run_once()
+    assert log[-3:] == ["flush", "commit 1", "answer ['r2']"]
+    clock[0] = 0.15
+    loop.run_once()  # idle, inside the next interval: nothing yet
+    assert log[-1] == "poll []"
+    loop.settle()  # stop or revoke: forced
+    assert log[-2:] == ["flush", "commit 2"]

@@ -7,13 +7,14 @@ import torch
 
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import RetrievalConfig
+from models.sequence_training import history_batch
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
 from serving.ordering import BusinessRules
 from serving.registry import Deployment, Routing
 from serving.scorer import Scorer
-from serving.session_model import load_session_bundle, save_session_model
+from serving.session_model import SessionRecommender, load_session_bundle, save_session_model
 from tests.unit.serving.fakes import FakeReader, context, request, update
 
 ITEMS = [f"i{n}" for n in range(1, 61)]
@@ -53,3 +54,20 @@ def test_a_stored_ranker_reorders_the_filtered_candidates(tmp_path: Path) -> Non
     assert len(scores) == 8 and scores == sorted(scores, reverse=True)
     assert all(0.0 <= s <= 1.0 for s in scores)  # ranker probabilities, not inner products
     assert not {i.item_id for i in response.items} & {"i1", "i2"}
+
+
+def test_the_traced_encoder_gives_the_eager_queries(tmp_path: Path) -> None:
+    stored(tmp_path, with_ranker=False)
+    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    recommender = bundle.recommender
+    assert isinstance(recommender, SessionRecommender)
+    assert isinstance(recommender._encode, torch.jit.ScriptModule)
+    histories = [[(i, 100.0 + 60 * i) for i in range(1, n + 1)] for n in (1, 5, 20)]
+    x, gaps = history_batch(
+        [np.array([i for i, _ in h]) for h in histories],
+        [np.array([int(t) for _, t in h]) for h in histories],
+        20,
+    )
+    with torch.inference_mode():
+        assert torch.allclose(recommender._encode(x, gaps), recommender.model.encode(x, gaps),
+                              atol=1e-5)
