@@ -65,6 +65,11 @@ class LocalRedis:
                     # markers live in the same AOF, so a replay from Kafka repairs exactly that.
                     "appendonly yes",
                     "appendfsync everysec",
+                    # An AOF rewrite forks a child that re-writes the whole dataset: seconds of a
+                    # core on a 2-core host, during which every reader (the scorer) stalls. The
+                    # script's effects make the AOF grow ~1 MB/s at 1,000 events/s, so the default
+                    # 64 MB threshold rewrote every minute; at 512 MB it is every ~10 minutes.
+                    "auto-aof-rewrite-min-size 512mb",
                     'save ""',
                     f"maxmemory {self.s.redis_maxmemory_mb}mb",
                     # Features must never vanish silently: refuse writes instead of evicting.
