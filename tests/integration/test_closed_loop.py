@@ -3,7 +3,8 @@
 The demo's own scenario runs with a short configuration: the first model is pre-trained and
 published, every service runs as its own process, ML-100K is replayed live, item preferences
 shift, and then the monitor must raise a KPI alert, the trainer must retrain and publish a new
-major version on its own, and the hit rate must come back to 90% of its pre-drift level.
+major version on its own, and the hit rate must come back to 90% of its pre-drift level (a miss
+is reported as an xfail: the known gap of issue 7).
 """
 
 from __future__ import annotations
@@ -17,19 +18,18 @@ from deploy.demo.scenario import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.local.stack import LocalStack
 
+RECOVERY_GOAL = 0.9
+RECOVERY_RUNS = (
+    "runs of this configuration: 0.947, 0.981, 0.978, 0.951, 0.933 (and 0.949 in the demo): "
+    "above the goal every time, but by a few hundredths, so a miss reports instead of failing CI"
+)
+
 
 def _quiet(_state: RunState) -> None:
     """No dashboard in tests."""
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(
-    strict=False,
-    reason="known gap (issue 7): alert, dated retrain on the new regime and major version "
-    "happen every run; the hit rate recovered to 0.95 and 0.98 of its pre-drift level in the "
-    "last two runs (and 0.95 in the demo), but to 1.13, 0.90, 1.09 and 0.89 in four runs of a "
-    "near-identical configuration before: not yet robust enough to fail CI on; XPASS when met",
-)
 def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> None:
     # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.2-0.4 from one to the
     # next): 55 s before the drift and 40 s after recovery keep the ratio's own noise well
@@ -51,4 +51,9 @@ def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> 
     majors = {int(str(v["version"]).split(".", maxsplit=1)[0]) for v in versions}
     assert summary["retrains"] and max(majors) >= 2, versions
     ratio = summary["recovery_ratio"]
-    assert isinstance(ratio, float) and ratio >= 0.9, summary["kpi"]
+    assert isinstance(ratio, float), summary["kpi"]
+    if ratio < RECOVERY_GOAL:
+        # Only the level is a known gap (issue 7); alert, retrain and the new major version
+        # above fail the test outright.
+        pytest.xfail(f"known gap: hit rate recovered to {ratio:.3f} of its pre-drift level "
+                     f"(goal {RECOVERY_GOAL}); {RECOVERY_RUNS}")
