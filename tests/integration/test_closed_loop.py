@@ -20,8 +20,8 @@ from deploy.local.stack import LocalStack
 
 RECOVERY_GOAL = 0.9
 RECOVERY_RUNS = (
-    "runs of this configuration: 0.947, 0.981, 0.978, 0.951, 0.933, 1.001 (and 0.949 in the "
-    "demo): "
+    "runs of this configuration: 0.947, 0.981, 0.978, 0.951, 0.933, 0.953, 1.001 (and 0.949 in "
+    "the demo): "
     "above the goal every time, but by a few hundredths, so a miss reports instead of failing CI"
 )
 
