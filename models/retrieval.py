@@ -20,6 +20,7 @@ Scorer usage::
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Literal, Protocol
 
 import faiss
@@ -28,6 +29,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger(__name__)
+_omp = threading.local()
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
@@ -70,8 +72,6 @@ class FaissItemIndex:
         self._index: faiss.Index | None = None
         self._hnsw: faiss.IndexHNSWFlat | None = None
         self.kind = "empty"
-        if self.config.threads:
-            faiss.omp_set_num_threads(self.config.threads)
 
     def __len__(self) -> int:
         return 0 if self._index is None else int(self._index.ntotal)
@@ -81,7 +81,17 @@ class FaissItemIndex:
             return self.config.kind
         return "flat" if n < self.config.exact_threshold else "hnsw"
 
+    def _use_configured_threads(self) -> None:
+        # OpenMP's thread count is a per-thread setting: set once in the thread that loaded the
+        # index, it left searches from the scorer's request thread at the default (every core),
+        # whose idle workers spin after each search: twice the scorer's CPU for nothing.
+        wanted = self.config.threads
+        if wanted and getattr(_omp, "threads", None) != wanted:
+            faiss.omp_set_num_threads(wanted)
+            _omp.threads = wanted
+
     def build(self, ids: IntArray, vectors: FloatArray) -> None:
+        self._use_configured_threads()
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if len(ids) != len(vectors):
@@ -114,6 +124,7 @@ class FaissItemIndex:
     def search(self, queries: FloatArray, n: int) -> tuple[FloatArray, IntArray]:
         if self._index is None:
             raise RuntimeError("search before build")
+        self._use_configured_threads()
         n = min(n, len(self))
         if self._hnsw is not None:  # the beam must be at least as wide as the answer
             self._hnsw.hnsw.efSearch = max(n, self.config.hnsw_ef_search)

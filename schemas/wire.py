@@ -6,6 +6,7 @@ reasons but never echoes the payload (payloads may hold personal data and must n
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +26,7 @@ class ContractError(ValueError):
         self.kind = kind
 
 
+@cache  # a missing attribute on a pydantic class is a slow lookup, and this runs per record
 def wire_cap(model: type[BaseModel]) -> int:
     """A record type may declare a larger cap (dead letters wrap oversized originals)."""
     return int(getattr(model, "WIRE_MAX_BYTES", MAX_PAYLOAD_BYTES))

@@ -24,6 +24,8 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as driver
 
+from streams.eager_delivery import EagerDeliveryMixin
+
 
 @dataclass(frozen=True)
 class FetchBatching:
@@ -42,7 +44,7 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
 
-class _Consumer(driver.Consumer):
+class _Consumer(EagerDeliveryMixin, driver.Consumer):
     def _new_consumer_thread(self) -> Any:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
@@ -52,7 +54,8 @@ class _Transport(driver.Transport):
 
 
 class BatchingApp(faust.App):
-    """A faust.App whose consumer follows `fetch_batching`."""
+    """A faust.App whose consumer follows `fetch_batching` and delivers records eagerly
+    (streams/eager_delivery.py)."""
 
     def __init__(self, *args: Any, fetch_batching: FetchBatching, **kwargs: Any) -> None:
         self.fetch_batching = fetch_batching

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import faiss
 import numpy as np
 import numpy.typing as npt
 
@@ -69,3 +72,24 @@ def test_bias_folded_into_mips_returns_the_models_top_items() -> None:
     expected = np.argsort(-(hidden @ table.T + bias), axis=1)[:, :10]
     assert np.array_equal(ids, expected)
     assert np.allclose(scores[:, 0], (hidden @ table.T + bias).max(axis=1), atol=1e-4)
+
+
+def test_searches_from_another_thread_than_the_build_use_the_configured_threads() -> None:
+    # OpenMP thread counts are per thread: the scorer builds in its loader thread and searches
+    # in its request thread. 3 differs from any default on the 2-core machines this runs on.
+    items = _realistic_embeddings(500, 16)
+    index = FaissItemIndex(RetrievalConfig(threads=3))
+    builder = threading.Thread(target=index.build, args=(np.arange(500), items))
+    builder.start()
+    builder.join()
+    seen: list[int] = []
+
+    def search() -> None:
+        index.search(items[:4], 10)
+        seen.append(faiss.omp_get_max_threads())
+
+    searcher = threading.Thread(target=search)
+    searcher.start()
+    searcher.join()
+
+    assert seen == [3]
