@@ -3,8 +3,7 @@
 The demo's own scenario runs with a short configuration: the first model is pre-trained and
 published, every service runs as its own process, ML-100K is replayed live, item preferences
 shift, and then the monitor must raise a KPI alert, the trainer must retrain and publish a new
-major version on its own, and the hit rate must come back to 90% of its pre-drift level (a miss
-is reported as an xfail: the known gap of issue 7).
+major version on its own, and the hit rate must come back to 90% of its pre-drift level.
 """
 
 from __future__ import annotations
@@ -19,11 +18,6 @@ from deploy.demo.settings import DemoSettings
 from deploy.local.stack import LocalStack
 
 RECOVERY_GOAL = 0.9
-RECOVERY_RUNS = (
-    "runs of this configuration: 0.947, 0.981, 0.978, 0.951, 0.933, 0.953, 1.001 (and 0.949 in "
-    "the demo): "
-    "above the goal every time, but by a few hundredths, so a miss reports instead of failing CI"
-)
 
 
 def _quiet(_state: RunState) -> None:
@@ -32,12 +26,12 @@ def _quiet(_state: RunState) -> None:
 
 @pytest.mark.e2e
 def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> None:
-    # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.2-0.4 from one to the
-    # next): 55 s before the drift and 40 s after recovery keep the ratio's own noise well
-    # below the margin it is judged by.
+    # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.15-0.34 from one to the
+    # next): 55 s before the drift and 60 s after recovery keep the ratio's own noise (sd ~0.02
+    # over runs) well below the margin it is judged by.
     settings = DemoSettings(
         reports_dir=tmp_path, dashboard=False, pretrain_budget_s=20.0, warmup_s=25.0,
-        drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=40.0, max_live_s=250.0,
+        drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=60.0, max_live_s=280.0,
     )
     run_dir, summary = scenario.run(settings, _quiet)
     report.write(run_dir, summary)  # summary.json + report.html beside the logs, for a failure
@@ -53,8 +47,6 @@ def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> 
     assert summary["retrains"] and max(majors) >= 2, versions
     ratio = summary["recovery_ratio"]
     assert isinstance(ratio, float), summary["kpi"]
-    if ratio < RECOVERY_GOAL:
-        # Only the level is a known gap (issue 7); alert, retrain and the new major version
-        # above fail the test outright.
-        pytest.xfail(f"known gap: hit rate recovered to {ratio:.3f} of its pre-drift level "
-                     f"(goal {RECOVERY_GOAL}); {RECOVERY_RUNS}")
+    # Runs with a 40 s hold recovered to 0.914-1.001 (nine runs, mean 0.956).
+    assert ratio >= RECOVERY_GOAL, f"hit rate recovered to {ratio:.3f} of its pre-drift level"
+    print(f"recovery ratio {ratio:.3f}")
