@@ -83,8 +83,8 @@ class FaissItemIndex:
 
     def _use_configured_threads(self) -> None:
         # OpenMP's thread count is a per-thread setting: set once in the thread that loaded the
-        # index, it left searches from the scorer's request thread at the default (every core),
-        # whose idle workers spin after each search: twice the scorer's CPU for nothing.
+        # index, it left searches from any other thread at the default (every core). In an
+        # offline harness the idle OpenMP workers then spun after each search, doubling its CPU.
         wanted = self.config.threads
         if wanted and getattr(_omp, "threads", None) != wanted:
             faiss.omp_set_num_threads(wanted)
