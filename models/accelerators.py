@@ -4,8 +4,9 @@
 - :func:`autocast_context`: ``torch.autocast`` in bfloat16 on CUDA (fp16 would need a loss
   scaler for the full-softmax logits); a no-op elsewhere, so CPU numerics are plain fp32.
 - :class:`GraphedInference`: captures a module's forward for one fixed input shape in a CUDA
-  graph and replays it (the scorer pads micro-batches to that shape); on CPU, or for any other
-  shape, it simply calls the module.
+  graph and replays it; on CPU, or for any other shape, it simply calls the module.
+- :class:`BucketedGraphs`: one such graph per batch-size bucket; pads a batch up to the next
+  bucket and trims the answer (the scorer's encoder on CUDA: micro-batches vary in size).
 - :func:`traced_inference`: a TorchScript trace of an eval-mode module for CPU inference, checked
   against eager execution; eager when tracing fails or disagrees.
 """
@@ -83,10 +84,54 @@ class GraphedInference:
                 self.fn(*self._inputs)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: the scorer captures a new version's graphs in its loader thread while
+        # the serving thread keeps replaying the old ones; "global" would fail that capture.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self._output = self.fn(*self._inputs)
         self._graph = graph
         log.info("captured cuda graph shapes=%s", [tuple(t.shape) for t in inputs])
+
+
+class BucketedGraphs:
+    """CUDA-graph replay for batches of any size up to ``buckets[-1]``.
+
+    Each input's dim 0 is the batch: it is padded with that input's ``pad_values`` entry up to
+    the smallest bucket that holds it, replayed, and the output's first rows returned. Other
+    dimensions must already be fixed by the caller. Padded rows must not influence real rows
+    (row-independent modules: true of inference-mode Transformers, not of batch norm in train
+    mode). Larger batches and CPU tensors run eagerly.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., torch.Tensor],
+        pad_values: Sequence[int | float],
+        buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    ) -> None:
+        self.fn = fn
+        self.pad_values = tuple(pad_values)
+        self.buckets = tuple(sorted(buckets))
+        self._graphs = {size: GraphedInference(fn) for size in self.buckets}
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        rows = inputs[0].shape[0]
+        size = next((b for b in self.buckets if b >= rows), None)
+        if size is None or not all(t.is_cuda for t in inputs):
+            return self.fn(*inputs)
+        padded = tuple(
+            torch.cat([t, t.new_full((size - rows, *t.shape[1:]), pad)]) if size > rows else t
+            for t, pad in zip(inputs, self.pad_values, strict=True)
+        )
+        return self._graphs[size](*padded)[:rows]
+
+    def capture(self, *example: torch.Tensor) -> None:
+        """Captures every bucket now (from rows of ``example``), so no request pays for it."""
+        for size in self.buckets:
+            self(*(t[:1].expand(size, *t.shape[1:]).contiguous() for t in example))
+
+    @property
+    def replays(self) -> int:
+        return sum(graph.replays for graph in self._graphs.values())
 
 
 def traced_inference(

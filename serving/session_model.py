@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from models.accelerators import traced_inference
+from models.accelerators import BucketedGraphs, default_device, traced_inference
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
 from models.sequence_training import history_batch
@@ -59,15 +59,38 @@ def _examples(n_items: int, max_len: int) -> list[tuple[torch.Tensor, torch.Tens
 
 
 class SessionRecommender:
-    def __init__(self, model: SessionTransformer, history_length: int) -> None:
+    """Encodes histories into MIPS queries: a TorchScript trace on CPU; on CUDA, graph replays
+    of the encoder at a fixed history length (one graph per batch-size bucket, all captured
+    here, so a hot swap's first requests pay no capture)."""
+
+    def __init__(
+        self, model: SessionTransformer, history_length: int, device: torch.device | None = None
+    ) -> None:
         self.model = model.eval()
         self.history_length = min(history_length, model.config.max_len)
+        self.device = device or default_device()
         with torch.no_grad():
-            self._vectors = model.item_vectors().detach().float().numpy().copy()
-            self._bias = model.item_bias.detach().float().numpy().copy()
-        self._encode = traced_inference(
-            _Encoder(self.model), _examples(model.n_items, self.history_length)
-        )
+            self._vectors = model.item_vectors().detach().float().cpu().numpy().copy()
+            self._bias = model.item_bias.detach().float().cpu().numpy().copy()
+        examples = _examples(model.n_items, self.history_length)
+        self._encode: Callable[..., torch.Tensor]
+        if self.device.type == "cuda":
+            graphs = BucketedGraphs(_Encoder(self.model.to(self.device)), pad_values=(0, -1))
+            with torch.inference_mode():
+                graphs.capture(*self._inputs(*examples[1]))
+            self._encode = graphs
+        else:
+            self._encode = traced_inference(_Encoder(self.model), examples)
+
+    def _inputs(self, x: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.device.type != "cuda":
+            return x, gaps
+        # Right padding to the fixed length a graph was captured at: the blocks are causal,
+        # so the trailing pads change no real position (the query is the last real one).
+        extra = self.history_length - x.shape[1]
+        x = torch.nn.functional.pad(x, (0, extra), value=0)
+        gaps = torch.nn.functional.pad(gaps, (0, extra), value=-1)
+        return x.to(self.device, non_blocking=True), gaps.to(self.device, non_blocking=True)
 
     def encode(self, histories: Sequence[History]) -> FloatArray:
         items = [np.fromiter((i for i, _ in h), np.int64, len(h)) for h in histories]
@@ -75,7 +98,7 @@ class SessionRecommender:
         times = [np.fromiter((int(t) for _, t in h), np.int64, len(h)) for h in histories]
         x, gaps = history_batch(items, times, self.history_length)
         with torch.inference_mode():
-            queries = self._encode(x, gaps).float().numpy()
+            queries = self._encode(*self._inputs(x, gaps)).float().cpu().numpy()
         return mips_queries(queries)
 
     def item_vectors(self, indices: IntArray) -> FloatArray:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from models.accelerators import (
+    BucketedGraphs,
     GraphedInference,
     autocast_context,
     default_device,
@@ -64,6 +65,28 @@ def test_graphed_inference_replays_on_cuda() -> None:
         assert torch.allclose(out, model(x + 1))
     assert graphed.replays == 2
     assert default_device().type == "cuda"
+
+
+def test_bucketed_graphs_call_the_function_directly_on_cpu() -> None:
+    model = torch.nn.Linear(4, 2).eval()
+    graphs = BucketedGraphs(model, pad_values=(0.0,))
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(graphs(x), model(x))
+    assert graphs.replays == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_bucketed_graphs_pad_to_the_next_bucket_and_return_only_the_real_rows() -> None:
+    model = torch.nn.Linear(4, 2).cuda().eval()
+    graphs = BucketedGraphs(model, pad_values=(0.0,), buckets=(2, 8))
+    with torch.no_grad():
+        for rows in (1, 2, 5, 8, 9):
+            x = torch.randn(rows, 4, device="cuda")
+            out = graphs(x)
+            assert out.shape == (rows, 2)
+            assert torch.allclose(out, model(x), atol=1e-6)
+    assert graphs.replays == 4  # 9 rows is past the last bucket: eager
 
 
 def test_temporal_features_on_the_selected_backend() -> None:

@@ -1,10 +1,13 @@
 """The real recommender (session Transformer + faiss + DLRM ranker) behind the protocols."""
 
+import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
+from models.accelerators import BucketedGraphs
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import RetrievalConfig
 from models.sequence_training import history_batch
@@ -56,11 +59,17 @@ def test_a_stored_ranker_reorders_the_filtered_candidates(tmp_path: Path) -> Non
     assert not {i.item_id for i in response.items} & {"i1", "i2"}
 
 
-def test_the_traced_encoder_gives_the_eager_queries(tmp_path: Path) -> None:
-    stored(tmp_path, with_ranker=False)
-    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
-    recommender = bundle.recommender
-    assert isinstance(recommender, SessionRecommender)
+def small_model() -> SessionTransformer:
+    torch.manual_seed(0)
+    return SessionTransformer(64, SessionTransformerConfig(dim=16, layers=1, max_len=20))
+
+
+def histories_of(lengths: list[int]) -> list[list[tuple[int, float]]]:
+    return [[(1 + (i * 7 + n) % 60, 100.0 + 60 * i) for i in range(n)] for n in lengths]
+
+
+def test_the_traced_encoder_gives_the_eager_queries() -> None:
+    recommender = SessionRecommender(small_model(), 20, torch.device("cpu"))
     assert isinstance(recommender._encode, torch.jit.ScriptModule)
     histories = [[(i, 100.0 + 60 * i) for i in range(1, n + 1)] for n in (1, 5, 20)]
     x, gaps = history_batch(
@@ -71,3 +80,31 @@ def test_the_traced_encoder_gives_the_eager_queries(tmp_path: Path) -> None:
     with torch.inference_mode():
         assert torch.allclose(recommender._encode(x, gaps), recommender.model.encode(x, gaps),
                               atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_cuda_graph_encoder_gives_the_cpu_queries_for_any_batch_size() -> None:
+    cpu = SessionRecommender(small_model(), 20, torch.device("cpu"))
+    cuda = SessionRecommender(small_model(), 20, torch.device("cuda"))
+    assert isinstance(cuda._encode, BucketedGraphs)
+    captured = cuda._encode.replays  # every bucket, at construction
+    for lengths in ([3], [1, 20, 7], [5] * 9, [2, 30] * 35):  # 70 rows: past the last bucket
+        histories = histories_of(lengths)
+        np.testing.assert_allclose(cuda.encode(histories), cpu.encode(histories), atol=1e-4)
+    assert cuda._encode.replays == captured + 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_version_captured_in_a_loader_thread_serves_beside_the_old_one() -> None:
+    old = SessionRecommender(small_model(), 20, torch.device("cuda"))
+    histories = histories_of([4, 9])
+    expected = old.encode(histories)
+    loaded: list[SessionRecommender] = []
+    loader = threading.Thread(
+        target=lambda: loaded.append(SessionRecommender(small_model(), 20, torch.device("cuda")))
+    )
+    loader.start()
+    while loader.is_alive():  # the serving thread keeps replaying during the capture
+        np.testing.assert_allclose(old.encode(histories), expected, atol=1e-6)
+    loader.join()
+    np.testing.assert_allclose(loaded[0].encode(histories), expected, atol=1e-4)
