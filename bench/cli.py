@@ -36,6 +36,19 @@ def kafka(
     )
 
 
+@app.command("encoder")
+def encoder(
+    json_path: Path = typer.Option(
+        Path("bench/results/encoder.json"), "--json", help="Output JSON."
+    ),
+    calls: int = typer.Option(300, min=20, help="Timed calls per path and batch size."),
+) -> None:
+    """The scorer's query encoder: CPU trace vs CUDA eager vs CUDA graphs (those present)."""
+    from bench.encoder import run
+
+    run(json_path, calls=calls)
+
+
 app.command("ingest")(stream_cli.bench_ingest)
 app.command("train")(models_cli.bench_train)
 app.command("online")(train_cli.bench_online)
