@@ -92,3 +92,21 @@ def test_encode_returns_one_query_vector_per_history() -> None:
     vectors = trainer.encode_histories([np.array([1, 2]), np.array([3])],
                                        [np.array([0, 5]), np.array([0])])
     assert vectors.shape == (2, trainer.model.dim)
+
+
+def test_encode_is_the_full_forward_at_each_rows_last_real_item() -> None:
+    torch.manual_seed(1)
+    for layers in (1, 3):
+        config = SessionTransformerConfig(dim=32, heads=2, layers=layers, max_len=16)
+        model = SessionTransformer(50, config).eval()
+        items = torch.randint(1, 51, (4, 12))
+        items[1, 5:] = 0  # rows of different lengths, one empty
+        items[2, 1:] = 0
+        items[3] = 0
+        gaps = torch.randint(0, 10_000, (4, 12))
+        gaps[items == 0] = -1
+        last = ((items > 0).sum(dim=1).clamp(min=1) - 1).tolist()
+        with torch.no_grad():
+            hidden = model(items, gaps)
+            expected = torch.stack([hidden[row, at] for row, at in enumerate(last)])
+            assert torch.allclose(model.encode(items, gaps), expected, atol=1e-5)
