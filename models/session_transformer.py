@@ -78,25 +78,6 @@ class CausalBlock(nn.Module):
         out: torch.Tensor = x + self.dropout(self.ffn(self.ffn_norm(x)))
         return out
 
-    def forward_at(self, x: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-        """``forward(x)[row, last[row]]`` (``[batch, dim]``) without the other positions' queries,
-        projection and feed-forward: keys and values still cover every position, so causal
-        attention sees exactly what ``forward`` would. For a query, that is most of the last
-        block's work saved."""
-        batch, length, dim = x.shape
-        rows = torch.arange(batch, device=x.device)
-        normed = self.attn_norm(x)
-        weight, bias = self.qkv.weight, self.qkv.bias
-        q = F.linear(normed[rows, last], weight[:dim], bias[:dim])
-        kv = F.linear(normed, weight[dim:], bias[dim:])
-        k, v = kv.view(batch, length, 2, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
-        q = q.view(batch, self.heads, 1, dim // self.heads)
-        visible = torch.arange(length, device=x.device)[None, :] <= last[:, None]
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=visible[:, None, None, :])
-        y = x[rows, last] + self.dropout(self.proj(attended.reshape(batch, dim)))
-        out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
-        return out
-
 
 class SessionTransformer(nn.Module):
     """Causal Transformer encoder producing one query vector per sequence position."""
@@ -132,30 +113,21 @@ class SessionTransformer(nn.Module):
 
     def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[batch, length, dim]`` for left-aligned ``items`` (0 = padding)."""
-        x = self._embed(items, gaps_s)
+        length = items.shape[1]
+        positions = torch.arange(length, device=items.device)
+        x = self.item_embedding(items) * math.sqrt(self.dim)
+        x = x + self.position_embedding(positions)[None] + self.gap_embedding(gap_buckets(gaps_s))
+        x = self.input_dropout(self.input_norm(x))
         for block in self.blocks:
             x = block(x)
         out: torch.Tensor = self.output_norm(x)
         return out
 
-    def _embed(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(items.shape[1], device=items.device)
-        x = self.item_embedding(items) * math.sqrt(self.dim)
-        x = x + self.position_embedding(positions)[None] + self.gap_embedding(gap_buckets(gaps_s))
-        out: torch.Tensor = self.input_dropout(self.input_norm(x))
-        return out
-
     def encode(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
-        """Query vector ``[batch, dim]``: the hidden state at each row's last real item, i.e.
-        ``forward(items, gaps_s)[row, last]``; the last block runs for that position only."""
+        """Query vector ``[batch, dim]``: the hidden state at each row's last real item."""
+        hidden = self.forward(items, gaps_s)
         last = (items > 0).sum(dim=1).clamp(min=1) - 1
-        x = self._embed(items, gaps_s)
-        for block in self.blocks[:-1]:
-            x = block(x)
-        final = self.blocks[-1]
-        assert isinstance(final, CausalBlock)
-        out: torch.Tensor = self.output_norm(final.forward_at(x, last))
-        return out
+        return hidden[torch.arange(items.shape[0], device=items.device), last]
 
     def item_vectors(self) -> torch.Tensor:
         """``[n_items + 1, dim]`` output vectors; the ANN index stores rows 1..n_items."""
