@@ -1,7 +1,8 @@
 """One Redis ACL user per service, each allowed only what that service does.
 
-The default user is disabled; passwords are random, stored hashed in the ACL file and in clear
-only in the git-ignored secrets folder (mode 0600) that services read at start.
+The default user is disabled (nobody can log in as it); passwords are random, stored hashed in
+the ACL file and in clear only in the git-ignored secrets folder (mode 0600) that services read
+at start.
 """
 
 from __future__ import annotations
@@ -41,8 +42,16 @@ def ensure_passwords(secrets_dir: Path) -> dict[str, str]:
     return passwords
 
 
+DEFAULT_USER = "user default off resetchannels ~* &* +@all"
+"""Off: no connection can authenticate as it. Its rights are not for clients: Redis 7.0 replays
+the AOF as the default user and re-checks every MULTI/EXEC against that user's rights
+(redis/redis#14541, fixed only in later releases). The feature script's effects are stored as
+MULTI/EXEC blocks, so with `-@all` a restart silently dropped every feature write and logged an
+error per block (a 7.7 GB log here) while plain writes came back."""
+
+
 def acl_file_text(passwords: dict[str, str]) -> str:
-    lines = ["user default off resetchannels -@all"]
+    lines = [DEFAULT_USER]
     for user, rules in USERS.items():
         digest = hashlib.sha256(passwords[user].encode()).hexdigest()
         lines.append(f"user {user} on #{digest} resetchannels {rules}")
