@@ -89,8 +89,8 @@ class LocalKafka:
                     "group.initial.rebalance.delay.ms=0",
                     # Topics come from the catalog (`streamrec topics create`), never by accident.
                     "auto.create.topics.enable=false",
-                    "num.network.threads=1",
-                    "num.io.threads=1",
+                    f"num.network.threads={s.kafka_network_threads}",
+                    f"num.io.threads={s.kafka_io_threads}",
                     "log.retention.check.interval.ms=60000",
                     "",
                 ]
