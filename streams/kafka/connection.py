@@ -37,6 +37,10 @@ class KafkaConnection(BaseModel):
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "client.id": self.client_id,
+            # TCP_NODELAY, as Kafka's Java clients and the broker set it: librdkafka keeps Nagle
+            # on by default, which holds a small request (a response, a fetch) back while an
+            # earlier one on the same connection is unacknowledged.
+            "socket.nagle.disable": True,
         }
         if self.sasl_mechanism:
             config["sasl.mechanism"] = self.sasl_mechanism
