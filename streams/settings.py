@@ -33,7 +33,7 @@ class StreamSettings(ServiceSettings):
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."
     )
     fetch_max_wait_ms: int = Field(
-        50, ge=1, le=1500, description="How long the broker may hold a fetch to gather "
+        20, ge=1, le=1500, description="How long the broker may hold a fetch to gather "
         "fetch_min_bytes (streams/fetch_batching.py): fewer, fuller fetches cost less CPU; the "
         "added feature latency is at most this, and only while the stream is slow. (0 would "
         "make an idle consumer fetch in a tight loop.)",
