@@ -8,6 +8,11 @@ def test_sequences_are_returned_oldest_first() -> None:
     ]
 
 
+def test_entries_without_a_type_or_time_read_as_views_at_time_zero() -> None:
+    events = parse_sequence([b"i2 20.0", b"i1"])
+    assert [tuple(e) for e in events] == [("i1", 0.0, "view"), ("i2", 20.0, "view")]
+
+
 def test_recent_popularity_blends_in_half_of_the_previous_hour() -> None:
     merged = merge_popularity([(b"a", 3.0), (b"b", 2.0)], [(b"b", 4.0), (b"c", 1.0)])
     assert merged == [("b", 4.0), ("a", 3.0), ("c", 0.5)]
