@@ -1,7 +1,17 @@
+from dataclasses import replace
+
+from serving.model_bundle import FloatArray, IntArray
 from serving.ordering import BusinessRules
 from serving.registry import Routing
 from serving.scorer import Scorer
-from tests.unit.serving.fakes import FakeReader, context, deployment, request
+from tests.unit.serving.fakes import (
+    ExactIndex,
+    FakeReader,
+    context,
+    deployment,
+    make_bundle,
+    request,
+)
 
 POPULAR = [(f"i{n}", float(100 - n)) for n in range(1, 30)]
 
@@ -99,3 +109,52 @@ def test_a_batch_costs_one_feature_read() -> None:
     )
     assert reader.reads == 1
     assert [a.response.user_id for a in answers] == [f"u{i}" for i in range(10)]
+
+
+class NarrowingIndex:
+    """Records the widths asked for; answers as the wrapped index would."""
+
+    def __init__(self, index: ExactIndex) -> None:
+        self.index = index
+        self.widths: list[int] = []
+
+    def build(self, ids: IntArray, vectors: FloatArray) -> None:
+        self.index.build(ids, vectors)
+
+    def search(self, queries: FloatArray, n: int) -> tuple[FloatArray, IntArray]:
+        self.widths.append(n)
+        return self.index.search(queries, n)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+def test_without_a_ranker_retrieval_asks_only_for_what_filtering_may_need() -> None:
+    """Seen, excluded and unavailable items bound how deep the answer can lie; the answer is
+    the one a full-width search gives."""
+    bundle = make_bundle(n_items=200)
+    assert isinstance(bundle.index, ExactIndex)
+    narrow = NarrowingIndex(bundle.index)
+    seen = [f"i{n}" for n in range(1, 40)]
+    reader = FakeReader({"u": context("u", seen)}, POPULAR, unavailable=frozenset({"i50"}))
+    wide = Scorer(reader, lambda: Routing(deployment("1.0", bundle)), BusinessRules(), 150)
+    narrowed = Scorer(
+        reader, lambda: Routing(deployment("1.0", replace(bundle, index=narrow))),
+        BusinessRules(), 150,
+    )
+    ask = [request("u", k=5, exclude_items=["i60", "i61"])]
+    expected = wide.score_batch(ask)[0].response.items
+    assert narrowed.score_batch(ask)[0].response.items == expected
+    assert narrow.widths == [5 + 39 + 1 + 2]
+
+
+def test_category_filters_keep_the_full_retrieval_width() -> None:
+    bundle = make_bundle(n_items=200)
+    assert isinstance(bundle.index, ExactIndex)
+    narrow = NarrowingIndex(bundle.index)
+    routing = Routing(deployment("1.0", replace(bundle, index=narrow)))
+    reader = FakeReader({"u": context("u", ["i1"])}, POPULAR, categories={"i2": "a"})
+    Scorer(reader, lambda: routing, BusinessRules(), 150).score_batch(
+        [request("u", k=5, filters={"include_categories": ["a"]})]
+    )
+    assert narrow.widths == [150]
