@@ -24,6 +24,7 @@ import redis
 
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
+from serving.read_pipeline import Arg, ReadPipeline
 from streams.features.keys import FeatureKeys
 
 logger = logging.getLogger(__name__)
@@ -141,8 +142,11 @@ class RedisFeatureReader:
         popularity_size: int = 500,
         refresh_s: float = 1.0,
         clock: Any = time.time,
+        reads: ReadPipeline | None = None,
     ) -> None:
         self._client = client
+        self._reads = reads
+        """The per-batch round trip's fast path (the serving thread's own); else redis-py."""
         self.keys = FeatureKeys(key_prefix)
         self.serving_keys = ServingKeys(key_prefix)
         self._history = history_length
@@ -156,24 +160,34 @@ class RedisFeatureReader:
         self._categories: dict[str, str] = {}
 
     def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures:
-        pipe = self._client.pipeline(transaction=False)
-        for request in requests:
-            self._queue_context(pipe, request)
+        commands = [c for r in requests for c in self._context_commands(r)]
         refresh = self._clock() - self._refreshed_at >= self._refresh_s
         if refresh:
-            self._queue_refresh(pipe)
-        replies = pipe.execute()
+            commands.extend(self._refresh_commands())
+        replies = self._execute(commands)
         contexts = [self._context(r, replies[i * 4 : i * 4 + 4]) for i, r in enumerate(requests)]
         if refresh:
             self._apply_refresh(replies[len(requests) * 4 :])
         return BatchFeatures(contexts, self._config, self._popular)
 
-    def _queue_context(self, pipe: Any, request: RecommendationRequest) -> None:
-        pipe.hmget(self.keys.user(request.user_id), USER_FIELDS)
-        pipe.lrange(self.keys.user_sequence(request.user_id), 0, self._history - 1)
+    def _execute(self, commands: list[tuple[Arg, ...]]) -> list[Any]:
+        """Raw replies (RESP2 shapes: HMGET a list, ZREVRANGE WITHSCORES a flat list)."""
+        if self._reads is not None:
+            return self._reads.execute(commands)
+        pipe = self._client.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+        return pipe.execute()
+
+    def _context_commands(self, request: RecommendationRequest) -> list[tuple[Arg, ...]]:
         session = request.session_id or ""
-        pipe.hmget(self.keys.session(session), SESSION_FIELDS)
-        pipe.lrange(self.keys.session_sequence(session), 0, self._history - 1)
+        last = self._history - 1
+        return [
+            ("HMGET", self.keys.user(request.user_id), *USER_FIELDS),
+            ("LRANGE", self.keys.user_sequence(request.user_id), 0, last),
+            ("HMGET", self.keys.session(session), *SESSION_FIELDS),
+            ("LRANGE", self.keys.session_sequence(session), 0, last),
+        ]
 
     def _context(self, request: RecommendationRequest, replies: list[Any]) -> UserContext:
         user, user_seq, session, session_seq = replies
@@ -196,13 +210,21 @@ class RedisFeatureReader:
             last_event_ts=max(stamps) if stamps else None,
         )
 
-    def _queue_refresh(self, pipe: Any) -> None:
-        pipe.smembers(self.serving_keys.unavailable)
-        pipe.get(self.serving_keys.rules)
-        pipe.hget(self.keys.popularity(), "mx_h")
+    def _refresh_commands(self) -> list[tuple[Arg, ...]]:
         hour = self._newest_hour if self._newest_hour is not None else -1
-        for h in (hour, hour - 1):
-            pipe.zrevrange(self.keys.popularity_hour(h), 0, self._popularity_size - 1, True)
+        return [
+            ("SMEMBERS", self.serving_keys.unavailable),
+            ("GET", self.serving_keys.rules),
+            ("HGET", self.keys.popularity(), "mx_h"),
+            *self._popularity_commands(hour),
+        ]
+
+    def _popularity_commands(self, hour: int) -> list[tuple[Arg, ...]]:
+        size = self._popularity_size - 1
+        return [
+            ("ZREVRANGE", self.keys.popularity_hour(h), 0, size, "WITHSCORES")
+            for h in (hour, hour - 1)
+        ]
 
     def _apply_refresh(self, replies: list[Any]) -> None:
         unavailable, rules, newest, current, previous = replies
@@ -217,13 +239,10 @@ class RedisFeatureReader:
                 current, previous = self._popularity_now(hour)
         else:
             self._refreshed_at = self._clock()
-        self._popular = merge_popularity(current, previous)
+        self._popular = merge_popularity(_pairs(current), _pairs(previous))
 
     def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
-        pipe = self._client.pipeline(transaction=False)
-        for h in (hour, hour - 1):
-            pipe.zrevrange(self.keys.popularity_hour(h), 0, self._popularity_size - 1, True)
-        current, previous = pipe.execute()
+        current, previous = self._execute(self._popularity_commands(hour))
         self._refreshed_at = self._clock()
         return current, previous
 
@@ -246,6 +265,14 @@ class RedisFeatureReader:
     def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
         for start in range(0, len(item_ids), chunk):
             self.categories(item_ids[start : start + chunk])
+
+
+def _pairs(reply: list[Any]) -> list[tuple[Any, Any]]:
+    """ZREVRANGE ... WITHSCORES -> (member, score): RESP2 sends it flat (the lean read
+    pipeline's shape); redis-py pairs it already."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(member, score) for member, score in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))
 
 
 def merge_popularity(current: list[Any], previous: list[Any]) -> list[tuple[str, float]]:

@@ -36,6 +36,7 @@ from serving.canary import CanaryJudge, decision_update
 from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
+from serving.read_pipeline import ReadPipeline
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
 from serving.responses import error_response, recover_ids
@@ -105,6 +106,14 @@ class ScorerService:
             history_length=settings.history_length,
             popularity_size=settings.popularity_candidates,
             refresh_s=settings.config_refresh_s,
+            reads=ReadPipeline(
+                settings.redis.host,
+                settings.redis.port,
+                settings.redis.username,
+                settings.redis.resolved_password(),
+                settings.redis.socket_timeout_s,
+                spin_s=settings.redis_read_spin_us / 1e6,
+            ),
         )
         self.registry = ModelRegistry(loader or self._load, settings.canary.share)
         self.judge = CanaryJudge(settings.canary)
