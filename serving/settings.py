@@ -56,9 +56,11 @@ class ServeSettings(ServiceSettings):
     model_store: Path = Field(Path(".streamrec/models"), description="ModelStore root.")
     batch_size: int = Field(64, ge=1, le=5000, description="Most requests per micro-batch.")
     batch_fill_ms: float = Field(
-        0.0, ge=0, le=1000, description="After the first request of a batch, how long to wait "
+        3.0, ge=0, le=1000, description="After the first request of a batch, how long to wait "
         "for more; 0 takes only those already queued (under load, those that arrived while the "
-        "previous batch was scored).",
+        "previous batch was scored). A batch has a fixed cost (encoder call, Redis round trip, "
+        "index search) that runs with cold caches after each wait: at 200 req/s, 3 ms cut the "
+        "scorer's CPU per request by 15-21 % and lowered p50 and p99 (README, bench serve).",
     )
     commit_interval_ms: float = Field(
         100.0, ge=0, le=10_000, description="Answered requests are flushed and committed at "
