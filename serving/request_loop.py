@@ -4,8 +4,9 @@ Two changes to the shared cycle, neither weakening its guarantee (a batch's offs
 only after its responses and dead letters are acknowledged):
 
 - Natural batching: the loop blocks for the first request only, then takes whatever else is
-  already queued (plus an optional short fill wait). Under load the batch is what arrived while
-  the previous one was scored; when idle a request never waits for company.
+  already queued, plus a short fill wait when companions are likely (serving/batch_fill.py).
+  Under load the batch is what arrived while the previous one was scored; at low rates a
+  request never waits for company.
 - Deferred flush: a batch's responses leave at once (linger 0), but waiting for their
   acknowledgement before reading the next batch would put a broker round trip in front of every
   queued request. So batch N is flushed and committed after batch N+1 has been read, when its
@@ -27,6 +28,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Message
 
 from schemas.recommendations import RecommendationRequest
+from serving.batch_fill import BatchFill
 from serving.metrics import ServeMetrics
 from streams.kafka.consumer import BatchConsumer, next_offsets
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
@@ -63,6 +65,7 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
         fill_s: float,
         commit_interval_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        fill_min_expected: float = 0.5,
     ) -> None:
         super().__init__(
             consumer, RecommendationRequest, handler, producer, dead_letters,
@@ -74,6 +77,7 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
         self._commit_interval_s = commit_interval_s
         self._clock = clock
         self._committed_at = clock()
+        self._fill = BatchFill(fill_s, fill_min_expected, clock=clock)
 
     def run(self) -> None:
         try:
@@ -95,7 +99,8 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
         self._committed_at = now
 
     def run_once(self) -> int:
-        batch = self.consumer.poll_ready(self.batch_size, IDLE_WAIT_S, self.batch_timeout_s)
+        batch = self.consumer.poll_ready(self.batch_size, IDLE_WAIT_S, self._fill.window_s())
+        self._fill.observed(len(batch))
         self.settle(force=False)
         if not batch:
             return 0

@@ -156,6 +156,7 @@ class ScorerService:
             batch_size=self.settings.batch_size,
             fill_s=self.settings.batch_fill_ms / 1000,
             commit_interval_s=self.settings.commit_interval_ms / 1000,
+            fill_min_expected=self.settings.batch_fill_min_expected,
         )
 
     def _control_loop(
