@@ -43,7 +43,7 @@ def encoder(
     ),
     calls: int = typer.Option(300, min=20, help="Timed calls per path and batch size."),
 ) -> None:
-    """The scorer's query encoder: CPU trace vs CUDA eager vs CUDA graphs (those present)."""
+    """The scorer's query encoder: CPU trace vs ONNX Runtime vs CUDA eager vs CUDA graphs."""
     from bench.encoder import run
 
     run(json_path, calls=calls)

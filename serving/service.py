@@ -201,6 +201,7 @@ class ScorerService:
             self.settings.retrieval,
             self.settings.history_length,
             published_at=update.published_at,
+            cpu_runtime=self.settings.encoder_cpu_runtime,
         )
         # Categories of the whole catalog up front, so filters never wait on a cold cache.
         self.reader.warm_categories([i for i in bundle.item_ids if i])

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from models.accelerators import BucketedGraphs, default_device, traced_inference
+from models.onnx_inference import onnx_inference
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
 from models.sequence_training import history_batch
@@ -28,6 +29,7 @@ from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import Manifest, ModelStore
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
+from serving.settings import CpuRuntime
 
 logger = logging.getLogger(__name__)
 RANKER_PREFIX = "ranker."
@@ -59,12 +61,17 @@ def _examples(n_items: int, max_len: int) -> list[tuple[torch.Tensor, torch.Tens
 
 
 class SessionRecommender:
-    """Encodes histories into MIPS queries: a TorchScript trace on CPU; on CUDA, graph replays
-    of the encoder at a fixed history length (one graph per batch-size bucket, all captured
-    here, so a hot swap's first requests pay no capture)."""
+    """Encodes histories into MIPS queries. On CPU: an ONNX Runtime session of the encoder
+    (``cpu_runtime="onnxruntime"``), else, or when it cannot be built, a TorchScript trace. On
+    CUDA: graph replays of the encoder at a fixed history length (one graph per batch-size
+    bucket, all captured here, so a hot swap's first requests pay no capture)."""
 
     def __init__(
-        self, model: SessionTransformer, history_length: int, device: torch.device | None = None
+        self,
+        model: SessionTransformer,
+        history_length: int,
+        device: torch.device | None = None,
+        cpu_runtime: CpuRuntime = "onnxruntime",
     ) -> None:
         self.model = model.eval()
         self.history_length = min(history_length, model.config.max_len)
@@ -80,7 +87,20 @@ class SessionRecommender:
                 graphs.capture(*self._inputs(*examples[1]))
             self._encode = graphs
         else:
-            self._encode = traced_inference(_Encoder(self.model), examples)
+            self._encode = self._cpu_encoder(cpu_runtime, examples)
+
+    def _cpu_encoder(
+        self, runtime: CpuRuntime, examples: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> Callable[..., torch.Tensor]:
+        if runtime == "onnxruntime":
+            encoder = onnx_inference(
+                _Encoder(self.model), examples, ("items", "gaps"),
+                {"items": {0: "batch", 1: "length"}, "gaps": {0: "batch", 1: "length"}},
+                threads=torch.get_num_threads(),
+            )
+            if encoder is not None:
+                return encoder
+        return traced_inference(_Encoder(self.model), examples)
 
     def _inputs(self, x: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.device.type != "cuda":
@@ -139,6 +159,7 @@ def load_session_bundle(
     retrieval: RetrievalConfig,
     history_length: int,
     published_at: float | None = None,
+    cpu_runtime: CpuRuntime = "onnxruntime",
 ) -> ModelBundle:
     started = time.perf_counter()
     tensors, manifest = ModelStore(store_root).load(name, version)
@@ -147,7 +168,7 @@ def load_session_bundle(
     state = {k: v for k, v in tensors.items() if not k.startswith(RANKER_PREFIX)}
     model = SessionTransformer(state["item_embedding.weight"].shape[0] - 1, config)
     model.load_state_dict(state)
-    recommender = SessionRecommender(model, history_length)
+    recommender = SessionRecommender(model, history_length, cpu_runtime=cpu_runtime)
     item_index = {i: row for i, row in manifest.id_maps.get(ITEM_MAP, {}).items()
                   if 0 < row <= model.n_items}
     index = FaissItemIndex(retrieval)

@@ -12,6 +12,8 @@ from serving.ordering import BusinessRules
 from streams.redis_connection import RedisConnection
 from streams.service_settings import ServiceSettings
 
+CpuRuntime = Literal["onnxruntime", "torchscript"]
+
 
 class CanaryPolicy(BaseModel):
     """When a candidate version is promoted or rolled back (KPI guardrails)."""
@@ -85,6 +87,11 @@ class ServeSettings(ServiceSettings):
     )
     history_length: int = Field(50, ge=1, le=1000, description="Newest events encoded.")
     torch_threads: int = Field(1, ge=1, le=64, description="2 shared cores: keep inference lean.")
+    encoder_cpu_runtime: CpuRuntime = Field(
+        "onnxruntime", description="What runs the session encoder on CPU: an ONNX Runtime "
+        "session (falls back to the trace when it cannot be built or disagrees) or the "
+        "TorchScript trace. Ignored on CUDA (graph replays).",
+    )
     retrieval: RetrievalConfig = Field(
         # IVF, not HNSW: every hot swap rebuilds the index, and on one core IVF trains on 100k
         # items in ~2 s where HNSW takes 20-60 s; a search of 300 costs ~0.15 ms. nprobe >=

@@ -1,5 +1,6 @@
 """The real recommender (session Transformer + faiss + DLRM ranker) behind the protocols."""
 
+import sys
 import threading
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from models.accelerators import BucketedGraphs
+from models.onnx_inference import OnnxInference
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import RetrievalConfig
 from models.sequence_training import history_batch
@@ -18,6 +20,7 @@ from serving.ordering import BusinessRules
 from serving.registry import Deployment, Routing
 from serving.scorer import Scorer
 from serving.session_model import SessionRecommender, load_session_bundle, save_session_model
+from serving.settings import CpuRuntime
 from tests.unit.serving.fakes import FakeReader, context, request, update
 
 ITEMS = [f"i{n}" for n in range(1, 61)]
@@ -68,9 +71,12 @@ def histories_of(lengths: list[int]) -> list[list[tuple[int, float]]]:
     return [[(1 + (i * 7 + n) % 60, 100.0 + 60 * i) for i in range(n)] for n in lengths]
 
 
-def test_the_traced_encoder_gives_the_eager_queries() -> None:
-    recommender = SessionRecommender(small_model(), 20, torch.device("cpu"))
-    assert isinstance(recommender._encode, torch.jit.ScriptModule)
+@pytest.mark.parametrize(
+    ("runtime", "kind"), [("onnxruntime", OnnxInference), ("torchscript", torch.jit.ScriptModule)]
+)
+def test_each_cpu_runtime_gives_the_eager_queries(runtime: CpuRuntime, kind: type) -> None:
+    recommender = SessionRecommender(small_model(), 20, torch.device("cpu"), cpu_runtime=runtime)
+    assert isinstance(recommender._encode, kind)
     histories = [[(i, 100.0 + 60 * i) for i in range(1, n + 1)] for n in (1, 5, 20)]
     x, gaps = history_batch(
         [np.array([i for i, _ in h]) for h in histories],
@@ -80,6 +86,17 @@ def test_the_traced_encoder_gives_the_eager_queries() -> None:
     with torch.inference_mode():
         assert torch.allclose(recommender._encode(x, gaps), recommender.model.encode(x, gaps),
                               atol=1e-5)
+
+
+def test_without_onnx_runtime_the_encoder_falls_back_to_the_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    histories = histories_of([3, 11])
+    with_onnx = SessionRecommender(small_model(), 20, torch.device("cpu")).encode(histories)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    recommender = SessionRecommender(small_model(), 20, torch.device("cpu"))
+    assert isinstance(recommender._encode, torch.jit.ScriptModule)
+    np.testing.assert_allclose(recommender.encode(histories), with_onnx, atol=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
