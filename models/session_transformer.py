@@ -187,3 +187,15 @@ class SessionTransformer(nn.Module):
         old.weight.data = weight
         old.num_embeddings = n_items + 1
         self.item_bias.data = bias
+
+
+class QueryEncoder(nn.Module):
+    """`SessionTransformer.encode` as a module's forward: what tracing, ONNX export and CUDA
+    graph capture record."""
+
+    def __init__(self, model: SessionTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
+        return self.model.encode(items, gaps_s)

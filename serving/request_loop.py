@@ -69,7 +69,7 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
     ) -> None:
         super().__init__(
             consumer, RecommendationRequest, handler, producer, dead_letters,
-            batch_size=batch_size, batch_timeout_s=fill_s,
+            batch_size=batch_size,  # run_once polls with the fill window, not a batch timeout
         )
         self._metrics = metrics
         self._unflushed: list[Message] = []

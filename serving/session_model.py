@@ -26,7 +26,7 @@ from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
 from models.sequence_training import history_batch
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import SessionTransformer
+from models.session_transformer import QueryEncoder, SessionTransformer
 from models.store import Manifest, ModelStore
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
 from serving.settings import CpuRuntime
@@ -34,17 +34,6 @@ from serving.settings import CpuRuntime
 logger = logging.getLogger(__name__)
 RANKER_PREFIX = "ranker."
 ITEM_MAP = "item"
-
-
-class _Encoder(torch.nn.Module):
-    """`SessionTransformer.encode` as a module's forward (what tracing records)."""
-
-    def __init__(self, model: SessionTransformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
-        return self.model.encode(items, gaps_s)
 
 
 def _examples(n_items: int, max_len: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -82,7 +71,7 @@ class SessionRecommender:
         examples = _examples(model.n_items, self.history_length)
         self._encode: Callable[..., torch.Tensor]
         if self.device.type == "cuda":
-            graphs = BucketedGraphs(_Encoder(self.model.to(self.device)), pad_values=(0, -1))
+            graphs = BucketedGraphs(QueryEncoder(self.model.to(self.device)), pad_values=(0, -1))
             with torch.inference_mode():
                 graphs.capture(*self._inputs(*examples[1]))
             self._encode = graphs
@@ -94,13 +83,13 @@ class SessionRecommender:
     ) -> Callable[..., torch.Tensor]:
         if runtime == "onnxruntime":
             encoder = onnx_inference(
-                _Encoder(self.model), examples, ("items", "gaps"),
+                QueryEncoder(self.model), examples, ("items", "gaps"),
                 {"items": {0: "batch", 1: "length"}, "gaps": {0: "batch", 1: "length"}},
                 threads=torch.get_num_threads(),
             )
             if encoder is not None:
                 return encoder
-        return traced_inference(_Encoder(self.model), examples)
+        return traced_inference(QueryEncoder(self.model), examples)
 
     def _inputs(self, x: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.device.type != "cuda":

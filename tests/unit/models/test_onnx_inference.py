@@ -7,17 +7,7 @@ import torch
 
 from models.onnx_inference import OnnxInference, onnx_inference
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import SessionTransformer
-
-
-class _Encoder(torch.nn.Module):
-    def __init__(self, model: SessionTransformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, items: torch.Tensor, gaps: torch.Tensor) -> torch.Tensor:
-        return self.model.encode(items, gaps)
-
+from models.session_transformer import QueryEncoder, SessionTransformer
 
 AXES = {"items": {0: "batch", 1: "length"}, "gaps": {0: "batch", 1: "length"}}
 
@@ -31,9 +21,10 @@ def inputs(batch: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tens
     return items, gaps
 
 
-def encoder() -> _Encoder:
+def encoder() -> QueryEncoder:
     torch.manual_seed(0)
-    return _Encoder(SessionTransformer(64, SessionTransformerConfig(dim=16, layers=2, max_len=20)))
+    config = SessionTransformerConfig(dim=16, layers=2, max_len=20)
+    return QueryEncoder(SessionTransformer(64, config))
 
 
 def test_the_session_encoder_runs_in_onnx_runtime_with_the_module_outputs_at_unseen_shapes() -> (
