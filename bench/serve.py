@@ -33,9 +33,8 @@ import numpy as np
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.load import InteractionDraw
 from bench.report import percentile, print_table, write_result
-from schemas.events import EventContext, InteractionEvent
-from schemas.events import EventType as InteractionType
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
 from schemas.topics import CATALOG, INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
@@ -57,16 +56,8 @@ WARMUP_S = 2.0
 LATENCY_METRIC = "streamrec_serve_latency_seconds"
 
 
-def _event(rng: np.random.Generator, catalog: int, now: float) -> InteractionEvent:
-    user = int(rng.integers(USERS))
-    item = int(min(rng.zipf(1.2), catalog)) - 1  # a popularity skew, as real catalogs have
-    item = (item * 7919 + user % 13) % catalog  # spread popular items over the index
-    kind = InteractionType.CLICK if rng.random() < 0.3 else InteractionType.VIEW
-    return InteractionEvent(
-        event_id=uuid.uuid4().hex, user_id=f"u{user}", session_id=f"u{user}-s",
-        item_id=f"i{item}", event_type=kind, timestamp=now,
-        context=EventContext(category=f"c{item % CATEGORIES}"),
-    )
+def _draw(seed: int, catalog: int) -> InteractionDraw:
+    return InteractionDraw(np.random.default_rng(seed), catalog, USERS, CATEGORIES)
 
 
 def _producer(kafka: KafkaConnection) -> EventProducer:
@@ -76,23 +67,22 @@ def _producer(kafka: KafkaConnection) -> EventProducer:
 
 def _ingest(kafka: KafkaConnection, catalog: int, rate: float, stop: EventType) -> None:
     """Child process: offers `rate` interactions/s until stopped."""
-    producer, rng, pacer = _producer(kafka), np.random.default_rng(7), Pacer(rate)
+    producer, draw, pacer = _producer(kafka), _draw(7, catalog), Pacer(rate)
     topic = kafka.topic(INTERACTIONS)
     while not stop.is_set():
         # Sent in 5 ms ticks (what the producer's linger would batch anyway): a wake-up per
         # event made this generator take a fifth of a core from the system under test.
-        for _ in range(pacer.wait_due(0.005)):
-            event = _event(rng, catalog, time.time())
-            producer.send(topic, event.user_id, event)
+        due = pacer.wait_due(0.005)
+        for key, value in draw.payloads([time.time()] * due):
+            producer.send_raw(topic, key, value)
     producer.flush()
 
 
 def _seed(kafka: KafkaConnection, catalog: int) -> None:
-    producer, rng = _producer(kafka), np.random.default_rng(3)
+    producer, draw = _producer(kafka), _draw(3, catalog)
     start = time.time() - SEED_EVENTS * 0.05
-    for n in range(SEED_EVENTS):
-        event = _event(rng, catalog, start + n * 0.05)
-        producer.send(kafka.topic(INTERACTIONS), event.user_id, event)
+    for key, value in draw.payloads([start + n * 0.05 for n in range(SEED_EVENTS)]):
+        producer.send_raw(kafka.topic(INTERACTIONS), key, value)
     producer.flush(120)
 
 
