@@ -50,7 +50,12 @@ def bench_ingest(
     ),
     rate: float = typer.Option(5_000.0, min=1.0, help="Offered events/s for the freshness run."),
     seconds: float = typer.Option(20.0, min=1.0, help="Duration of the freshness run."),
-    batch: int = typer.Option(1000, min=1, help="Worker batch size (events per Redis round trip)."),
+    batch: int = typer.Option(
+        1000,
+        min=1,
+        help="Worker batch size (events per commit; one Redis script call per "
+        "STREAMREC_SCRIPT_CHUNK_EVENTS of them).",
+    ),
     low_rate: float = typer.Option(
         1_000.0, min=1.0, help="Offered events/s, second freshness run."
     ),
