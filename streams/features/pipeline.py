@@ -159,7 +159,7 @@ class FeaturePipeline:
             except ResponseError as exc:
                 if not is_transient_reply(exc):
                     raise
-                reason = str(exc).split(" ", 1)[0]
+                reason = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
             logger.warning("%s unavailable reason=%s retry_in_s=%.2f", dependency, reason, delay)
             self._metrics.retries.labels(dependency).inc()
             await asyncio.sleep(delay)

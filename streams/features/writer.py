@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from importlib import resources
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import (
+    ClusterDownError,
+    MasterDownError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
 
 from streams.features.batch import PositionedEvent, script_args
 from streams.redis_connection import RedisConnection
@@ -20,11 +28,22 @@ SCRIPT = resources.files("streams.features").joinpath("apply.lua").read_text()
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 
 # Server replies that say "not now" rather than "this batch is bad": retry them with backoff.
-_TRANSIENT_REPLIES = ("OOM", "BUSY", "LOADING", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
+# redis-py strips the code of the replies it knows and raises a class per code (an OOM reply
+# arrives as OutOfMemoryError("command not allowed ...")), so those are matched by class; the
+# others (BUSY: another script runs) keep their code in the message. LOADING arrives as
+# BusyLoadingError, a ConnectionError, and is retried as such.
+_TRANSIENT_ERRORS = (
+    OutOfMemoryError,
+    ReadOnlyError,
+    TryAgainError,
+    MasterDownError,
+    ClusterDownError,
+)
+_TRANSIENT_CODES = ("OOM", "BUSY", "LOADING", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
 
 
 def is_transient_reply(error: ResponseError) -> bool:
-    return str(error).startswith(_TRANSIENT_REPLIES)
+    return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith(_TRANSIENT_CODES)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
-from streams.features.writer import ApplyOutcome
+from streams.features.writer import ApplyOutcome, is_transient_reply
 from streams.redis_connection import RedisConnection
 from tests.integration.streams.feature_events import (
     apply_in_batches,
@@ -67,3 +68,19 @@ def test_redelivery_after_a_crash_applies_each_event_once(
         differences(read_state(redis_admin, redis_connection.key_prefix), expected.snapshot()) == []
     )
     assert (first.applied, second.applied, second.skipped) == (2000, 1000, 800)
+
+
+def test_a_full_redis_refuses_the_whole_batch_with_a_reply_the_worker_waits_on(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(40, seed=12)
+    limit = str(redis_admin.config_get("maxmemory")["maxmemory"])
+    redis_admin.config_set("maxmemory", 1)  # below what is used: noeviction refuses writes
+    try:
+        with pytest.raises(redis.ResponseError) as refused:
+            apply_in_batches(redis_connection, events)
+    finally:
+        redis_admin.config_set("maxmemory", limit)
+    assert is_transient_reply(refused.value)
+    assert read_state(redis_admin, redis_connection.key_prefix) == {}
+    assert apply_in_batches(redis_connection, events) == ApplyOutcome(applied=40, skipped=0)
