@@ -24,8 +24,9 @@ import redis
 
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
-from serving.read_pipeline import Arg, ReadPipeline
+from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys
+from streams.resp import Arg
 
 logger = logging.getLogger(__name__)
 

@@ -28,19 +28,9 @@ from typing import Any
 import hiredis
 import redis
 
-Arg = bytes | str | int | float
+from streams.resp import Arg, pack, reply_error
+
 RECV_BYTES = 256 * 1024
-
-
-def pack(commands: Sequence[Sequence[Arg]]) -> bytes:
-    """RESP arrays of bulk strings, as redis-py would send them."""
-    out = []
-    for args in commands:
-        out.append(b"*%d\r\n" % len(args))
-        for arg in args:
-            data = arg if isinstance(arg, bytes) else str(arg).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
 
 
 class ReadPipeline:
@@ -71,7 +61,7 @@ class ReadPipeline:
             raise redis.ConnectionError(f"redis read pipeline: {error}") from error
         for reply in replies:
             if isinstance(reply, hiredis.ReplyError):
-                raise redis.ResponseError(str(reply))
+                raise reply_error(str(reply))
         return replies
 
     def close(self) -> None:

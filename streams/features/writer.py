@@ -7,8 +7,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any, Protocol
 
-import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
@@ -20,6 +20,7 @@ from redis.exceptions import (
 )
 
 from streams.features.batch import PositionedEvent, script_args
+from streams.features.script_connection import ScriptConnection
 from streams.redis_connection import RedisConnection
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,16 @@ def is_transient_reply(error: ResponseError) -> bool:
     return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith(_TRANSIENT_CODES)
 
 
+class ScriptRunner(Protocol):
+    """What the writer needs from a Redis client (redis-py's asyncio client has it too)."""
+
+    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any: ...
+
+    async def script_load(self, script: str) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ApplyOutcome:
     applied: int
@@ -56,14 +67,15 @@ class ApplyOutcome:
 class FeatureWriter:
     """Applies batches through the `streams` ACL user; idempotent per (partition, offset)."""
 
-    def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
+    def __init__(self, client: ScriptRunner, key_prefix: str) -> None:
         self._client = client
         self._prefix = key_prefix
 
     @staticmethod
-    def connect(connection: RedisConnection) -> aioredis.Redis:
-        """An asyncio client with the connection's user and timeouts (never blocks the loop)."""
-        return connection.async_client()
+    def connect(connection: RedisConnection) -> ScriptConnection:
+        """A lean asyncio connection with the connection's user and timeout (never blocks the
+        loop; see streams/features/script_connection.py)."""
+        return ScriptConnection(connection)
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
