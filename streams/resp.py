@@ -1,8 +1,8 @@
 """RESP for the lean Redis clients (the scorer's read pipeline, the worker's script connection).
 
 Both pack commands themselves and parse replies with hiredis instead of going through redis-py's
-per-command Python; error replies become the exceptions redis-py raises for them, so callers
-handle one set of errors whichever client they hold.
+per-command Python; error replies become the exceptions redis-py raises for them (its own
+mapping, not a copy), so callers handle one set of errors whichever client they hold.
 """
 
 from __future__ import annotations
@@ -10,22 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from redis import exceptions
+from redis._parsers.base import BaseParser
 
 Arg = bytes | str | int | float
-
-# Error codes redis-py turns into classes of their own, the code stripped from the message.
-_ERRORS: dict[str, type[exceptions.RedisError]] = {
-    "NOSCRIPT": exceptions.NoScriptError,
-    "OOM": exceptions.OutOfMemoryError,
-    "READONLY": exceptions.ReadOnlyError,
-    "LOADING": exceptions.BusyLoadingError,
-    "TRYAGAIN": exceptions.TryAgainError,
-    "MASTERDOWN": exceptions.MasterDownError,
-    "CLUSTERDOWN": exceptions.ClusterDownError,
-    "NOPERM": exceptions.NoPermissionError,
-    "NOAUTH": exceptions.AuthenticationError,
-    "WRONGPASS": exceptions.AuthenticationError,
-}
 
 
 def pack(commands: Sequence[Sequence[Arg]]) -> bytes:
@@ -41,8 +28,5 @@ def pack(commands: Sequence[Sequence[Arg]]) -> bytes:
 
 def reply_error(message: str) -> exceptions.RedisError:
     """The exception redis-py raises for an error reply: "OOM ..." is OutOfMemoryError."""
-    code, _, rest = message.partition(" ")
-    if code == "ERR":
-        return exceptions.ResponseError(rest)
-    kind = _ERRORS.get(code)
-    return kind(rest) if kind is not None else exceptions.ResponseError(message)
+    error: exceptions.RedisError = BaseParser.parse_error(message)  # type: ignore[no-untyped-call]
+    return error
