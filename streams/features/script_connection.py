@@ -54,7 +54,8 @@ class _Replies(asyncio.Protocol):
         self.fail(exceptions.ConnectionError(f"redis script connection lost: {exc or 'closed'}"))
 
     def _resolve(self, reply: Any) -> None:
-        if not self.waiting:
+        if not self.waiting:  # a reply nobody asked for: the stream is out of step
+            self.fail(exceptions.ConnectionError("redis script connection: unexpected reply"))
             return
         future = self.waiting.popleft()
         if future.done():  # its caller was cancelled: the reply was still that call's
@@ -67,6 +68,7 @@ class _Replies(asyncio.Protocol):
     def fail(self, error: exceptions.RedisError) -> None:
         if self.transport is not None:
             self.transport.close()
+            self.transport = None  # closing: never handed to another call
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
@@ -75,7 +77,8 @@ class _Replies(asyncio.Protocol):
 
 class ScriptConnection:
     """One TCP connection, opened on first use and after any failure. Calls may overlap (replies
-    are matched to calls in order); the worker makes one at a time."""
+    are matched to calls in order, and one connection is opened at a time); the worker makes one
+    at a time."""
 
     def __init__(self, connection: RedisConnection) -> None:
         self._address = (connection.host, connection.port)
@@ -83,6 +86,7 @@ class ScriptConnection:
         self._password = connection.resolved_password()
         self._timeout_s = connection.socket_timeout_s
         self._replies: _Replies | None = None
+        self._connecting = asyncio.Lock()
 
     async def evalsha(self, sha: str, numkeys: int, *args: Arg) -> Any:
         return await self.execute("EVALSHA", sha, numkeys, *args)
@@ -92,9 +96,10 @@ class ScriptConnection:
         return sha.decode() if isinstance(sha, bytes) else str(sha)
 
     async def aclose(self) -> None:
-        if self._replies is not None and self._replies.transport is not None:
-            self._replies.transport.close()
-        self._replies = None
+        async with self._connecting:  # not half-way through opening one
+            if self._replies is not None:
+                self._replies.fail(exceptions.ConnectionError("redis script connection closed"))
+            self._replies = None
 
     async def execute(self, *command: Arg) -> Any:
         """One command's reply; a connection found closed is reopened first."""
@@ -105,10 +110,15 @@ class ScriptConnection:
         transport = replies.transport
         if transport is None:
             raise exceptions.ConnectionError("redis script connection closed")
+        data = pack([command])  # before queuing: a command that cannot be packed is not sent
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         replies.waiting.append(future)
-        transport.write(pack([command]))
+        try:
+            transport.write(data)
+        except Exception as error:
+            replies.fail(exceptions.ConnectionError(f"redis script connection: {error!r}"))
+            raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
         expiry = loop.call_later(self._timeout_s, self._expire, replies, future)
         try:
             return await future
@@ -128,7 +138,13 @@ class ScriptConnection:
     async def _connected(self) -> _Replies:
         if self._replies is not None and self._replies.transport is not None:
             return self._replies
-        self._replies = None
+        async with self._connecting:
+            if self._replies is not None and self._replies.transport is not None:
+                return self._replies  # opened by a call that held the lock first
+            self._replies = await self._open()
+            return self._replies
+
+    async def _open(self) -> _Replies:
         loop = asyncio.get_running_loop()
         try:
             _, replies = await asyncio.wait_for(
@@ -136,12 +152,12 @@ class ScriptConnection:
             )
         except OSError as error:  # TimeoutError included
             raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
-        if self._password is not None:
-            try:
-                await self._send(replies, ("AUTH", self._username, self._password))
-            except exceptions.RedisError:
-                replies.fail(exceptions.ConnectionError("redis script connection refused"))
-                raise
-        self._replies = replies
+        try:
+            # Always as the service's ACL user, as redis-py does: with no password found, an
+            # empty one fails loudly instead of running as Redis's default user.
+            await self._send(replies, ("AUTH", self._username, self._password or ""))
+        except BaseException:  # cancelled too: the half-open connection must not leak
+            replies.fail(exceptions.ConnectionError("redis script connection refused"))
+            raise
         logger.info("redis script connection opened host=%s port=%d", *self._address)
         return replies

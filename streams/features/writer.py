@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
+    NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -32,8 +33,10 @@ SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 # redis-py strips the code of the replies it knows and raises a class per code (an OOM reply
 # arrives as OutOfMemoryError("command not allowed ...")), so those are matched by class; the
 # others (BUSY: another script runs) keep their code in the message. LOADING arrives as
-# BusyLoadingError, a ConnectionError, and is retried as such.
+# BusyLoadingError, a ConnectionError, and is retried as such. NOPERM is the ACL's answer, never
+# the event's (every key the script builds is under the worker's own prefix): wait for the fix.
 _TRANSIENT_ERRORS = (
+    NoPermissionError,
     OutOfMemoryError,
     ReadOnlyError,
     TryAgainError,

@@ -10,7 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError, ResponseError
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+)
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from schemas.events import EventType, InteractionEvent
@@ -95,20 +101,22 @@ def test_an_unreachable_redis_is_retried_until_the_batch_applies() -> None:
     )
 
 
-def test_a_full_or_read_only_redis_is_waited_for_not_dead_lettered() -> None:
-    # What redis-py raises for "OOM ..." and "READONLY ..." replies: the code stripped, a class
-    # per code. Dead-lettering valid events because Redis is full would lose them for the
-    # features; the worker waits instead, as for an unreachable Redis.
+def test_a_full_read_only_or_forbidding_redis_is_waited_for_not_dead_lettered() -> None:
+    # What redis-py raises for "OOM ...", "READONLY ..." and "NOPERM ..." replies: the code
+    # stripped, a class per code. Dead-lettering valid events because Redis is full or its ACL
+    # is wrong would lose them for the features; the worker waits, as for an unreachable Redis.
     full = OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
-    writer = _Writer([full, ReadOnlyError("You can't write against a read only replica.")])
+    read_only = ReadOnlyError("You can't write against a read only replica.")
+    refused = NoPermissionError("this user has no permissions to run the 'evalsha' command")
+    writer = _Writer([full, read_only, refused])
     pipeline, producer, metrics = _pipeline(writer)
     outcome = asyncio.run(pipeline.process([_record(1, "i1"), _record(2, "i2")]))
     assert outcome == ApplyOutcome(2, 0)
-    assert writer.sizes == [2, 2, 2]
+    assert writer.sizes == [2, 2, 2, 2]
     assert producer.sent == []
     assert (
         metrics.registry.get_sample_value("streamrec_stream_retries_total", {"dependency": "redis"})
-        == 2
+        == 3
     )
 
 
