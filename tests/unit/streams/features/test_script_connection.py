@@ -90,7 +90,8 @@ def test_an_error_reply_raises_the_class_redis_py_would() -> None:
     asyncio.run(run())
 
 
-def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> None:
+def _evalsha_answers(first: Callable[[], object], later: bytes) -> Callable[[list[bytes]], object]:
+    """+OK to AUTH; the first EVALSHA answered by `first()`, every later one with `later`."""
     evalshas = 0
 
     def answer(command: list[bytes]) -> object:
@@ -98,11 +99,19 @@ def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> 
         if command[0] == b"AUTH":
             return b"+OK\r\n"
         evalshas += 1
-        # The first call's reply comes after its timeout, on the first connection; a client
-        # that kept that connection would hand it to the second call.
-        return (0.4, b"$4\r\nlate\r\n") if evalshas == 1 else b"$4\r\nmine\r\n"
+        return first() if evalshas == 1 else later
 
-    stand_in = _Server(answer)
+    return answer
+
+
+def _reset() -> object:
+    raise ConnectionResetError  # the stand-in's handler dies: the socket closes
+
+
+def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> None:
+    # The first call's reply comes after its timeout, on the first connection; a client that
+    # kept that connection would hand it to the second call.
+    stand_in = _Server(_evalsha_answers(lambda: (0.4, b"$4\r\nlate\r\n"), b"$4\r\nmine\r\n"))
 
     async def run() -> object:
         server, port = await stand_in.start()
@@ -120,18 +129,7 @@ def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> 
 
 
 def test_a_connection_lost_mid_call_fails_that_call_and_the_next_reconnects() -> None:
-    evalshas = 0
-
-    def answer(command: list[bytes]) -> object:
-        nonlocal evalshas
-        if command[0] == b"AUTH":
-            return b"+OK\r\n"
-        evalshas += 1
-        if evalshas == 1:
-            raise ConnectionResetError  # the stand-in's handler dies: the socket closes
-        return b":2\r\n"
-
-    stand_in = _Server(answer)
+    stand_in = _Server(_evalsha_answers(_reset, b":2\r\n"))
 
     async def run() -> object:
         server, port = await stand_in.start()
