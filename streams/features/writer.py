@@ -30,9 +30,9 @@ SCRIPT = resources.files("streams.features").joinpath("apply.lua").read_text()
 SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 
 # Server replies that say "not now" rather than "this batch is bad": retry them with backoff.
-# redis-py strips the code of the replies it knows and raises a class per code (an OOM reply
-# arrives as OutOfMemoryError("command not allowed ...")), so those are matched by class; the
-# others (BUSY: another script runs) keep their code in the message. LOADING arrives as
+# Both clients raise redis-py's class per error code, the code stripped from the message (an OOM
+# reply arrives as OutOfMemoryError("command not allowed ...")), so those are matched by class;
+# BUSY (another script runs) has no class and keeps its code. LOADING arrives as
 # BusyLoadingError, a ConnectionError, and is retried as such. NOPERM is the ACL's answer, never
 # the event's (every key the script builds is under the worker's own prefix): wait for the fix.
 _TRANSIENT_ERRORS = (
@@ -43,11 +43,10 @@ _TRANSIENT_ERRORS = (
     MasterDownError,
     ClusterDownError,
 )
-_TRANSIENT_CODES = ("OOM", "BUSY", "LOADING", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN")
 
 
 def is_transient_reply(error: ResponseError) -> bool:
-    return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith(_TRANSIENT_CODES)
+    return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith("BUSY")
 
 
 class ScriptRunner(Protocol):
