@@ -151,13 +151,19 @@ class LocalKafka:
         self._format_storage(config)
         heap = f"{self.s.kafka_heap_mb}m"
         argv = self._java(
-            # Kafka's own launcher flags: a fixed-size heap (a small initial heap kept G1's
-            # young generation small: a ~20 ms pause every few seconds under load) and G1 with a
-            # 20 ms pause goal, marking started early.
+            # Kafka's own launcher flags (a fixed-size heap: a small initial heap kept G1's young
+            # generation small; G1, marking started early) with two changes for the broker's
+            # young pauses, its largest stall on a shared 2-core host. What survives a young
+            # collection here lives on (the request metrics' reservoirs: -Xlog:gc+age showed each
+            # cohort's bytes unchanged through ages 1-7), so copying it between survivor spaces
+            # up to 15 times was most of each 11-25 ms pause; tenured at its first survival it is
+            # copied once. And an 8 ms goal instead of 20: G1 sized eden to spend the whole 20.
+            # Together: young pauses of 6-11 ms instead of 14-23 (README, Local infrastructure).
             f"-Xms{heap}",
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
+            "-XX:MaxGCPauseMillis=8",
+            "-XX:MaxTenuringThreshold=1",
             "-XX:InitiatingHeapOccupancyPercent=35",
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
