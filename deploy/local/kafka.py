@@ -158,7 +158,7 @@ class LocalKafka:
             # cohort's bytes unchanged through ages 1-7), so copying it between survivor spaces
             # up to 15 times was most of each 11-25 ms pause; tenured at its first survival it is
             # copied once. And an 8 ms goal instead of 20: G1 sized eden to spend the whole 20.
-            # Together: young pauses of 6-11 ms instead of 14-23 (README, Local infrastructure).
+            # Median young pauses 7-11 ms instead of 14-23 (README, Local infrastructure).
             f"-Xms{heap}",
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
