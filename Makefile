@@ -31,6 +31,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports --no-cache
 
 # The test session starts Kafka and Redis itself if nothing answers, and stops what it started.
 test: install lint

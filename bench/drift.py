@@ -11,7 +11,7 @@ count (views of recommended items, clicks on other items) is mixed in.
 - Stationary: 200,000 responses at a constant `p_hit`; every alert of any detector is a false alarm.
 
 Several seeds; the table reports the worst and the mean. The configuration under test is the
-documented `DriftSettings` default (streams/drift/config.py), recorded in the JSON.
+documented `DriftSettings` default (streams/monitor/drift/config.py), recorded in the JSON.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def bench_drift(
 ) -> dict[str, object]:
     settings = MonitorSettings(metrics_port=0, psi_reference_path=None)
     # Every alert is counted in the result; one log line per alert would drown the table.
-    policy_log = logging.getLogger("streams.drift.policy")
+    policy_log = logging.getLogger("streams.monitor.drift.policy")
     level = policy_log.level
     policy_log.setLevel(logging.ERROR)
     try:

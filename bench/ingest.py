@@ -28,16 +28,16 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from bench.report import print_table, write_result
+from deploy.generators.sample import SampleConfig, SampleGenerator
+from deploy.local.worker_process import APPLIED, WorkerProcess, settled
 from schemas.topics import CATALOG, INTERACTIONS
+from streams.feature_worker.settings import StreamSettings
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile
 from streams.pacing import Pacer
-from streams.redis_connection import RedisConnection
-from streams.sample import SampleConfig, SampleGenerator
-from streams.settings import StreamSettings
-from streams.worker_process import APPLIED, WorkerProcess, settled
+from streams.redis.connection import RedisConnection
 
 _FRESHNESS = "streamrec_stream_freshness_seconds"
 

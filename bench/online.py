@@ -21,6 +21,7 @@ from tempfile import mkdtemp
 import pandas as pd
 
 from bench.report import percentile, print_table, write_result
+from deploy.generators.dataset_replay import frame_events
 from models.datasets import load_ml100k
 from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.online_model import Interaction, OnlineModel
@@ -30,7 +31,6 @@ from online_trainer.service import TrainerService
 from online_trainer.settings import TrainSettings
 from schemas import InteractionEvent
 from schemas.topics import INTERACTIONS
-from streams.dataset_replay import frame_events
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.contract_loop import Envelope

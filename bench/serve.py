@@ -3,8 +3,8 @@
 Set-up, all on the local broker and Redis, isolated by a fresh topic and key prefix:
 - a session Transformer over `catalog_items` items (random weights: latency does not depend on
   what the weights learned) stored in a temporary model store and announced on model.updates;
-- the real feature worker (`python -m streams.worker`, a child process) ingests a seed of
-  interactions, then `ingest_rate` events/s from a producer child process for the whole run;
+- the real feature worker (a child process) ingests a seed of interactions, then
+  `ingest_rate` events/s from a producer child process for the whole run;
 - one scorer child process (`streamrec serve`, configured by STREAMREC_* variables).
 This process only offers requests open-loop at each rate (streams.pacing.Pacer: no coordinated
 omission) and timestamps each response as it is consumed: latency = produce -> consume, in one
@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.load import InteractionDraw
 from bench.report import percentile, print_table, write_result
+from deploy.local.worker_process import WorkerProcess, free_port, settled
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
 from schemas.topics import CATALOG, INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
@@ -44,7 +45,6 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile, scrape
 from streams.pacing import Pacer
-from streams.worker_process import WorkerProcess, free_port, settled
 
 MODEL = "session_transformer"
 USERS = 5000
@@ -225,7 +225,7 @@ def _scorer(kafka: KafkaConnection, key_prefix: str, store: Path, log: Path) -> 
         "STREAMREC_REQUESTS_OFFSET_RESET": "earliest",
         "STREAMREC_METRICS_PORT": str(port),
     }
-    command = [sys.executable, "-c", "from serving.serve_cli import serve; serve(bootstrap=False)"]
+    command = [sys.executable, "-m", "cli", "serve", "--no-bootstrap"]
     with open(log, "ab") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     return process, port

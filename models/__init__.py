@@ -1,3 +1,3 @@
 """Embeddings, session Transformer, retrieval, ranking, baselines and the model store
-(DESIGN.md §4).
+(docs/architecture.md).
 """

@@ -1,4 +1,4 @@
-"""Non-neural baselines reported beside every model (DESIGN.md §4).
+"""Non-neural baselines reported beside every model (docs/architecture.md).
 
 Each has ``fit(train)`` on chronological training sequences, then ``score(queries)`` returns a
 dense ``[n_queries, n_items + 1]`` float32 matrix (column 0 is padding);

@@ -332,7 +332,7 @@ def _mask_seen(
 ) -> torch.Tensor:
     """Removes items already in each prefix from that position's softmax (never the target).
 
-    Serving filters already-seen items (DESIGN.md §6), so pushing them down is wasted effort,
+    Serving filters already-seen items (the filtering stage), so pushing them down is wasted effort,
     and a harmful one: they resemble the next item more than any random negative does.
     """
     batch, length = items.shape

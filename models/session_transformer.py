@@ -2,7 +2,7 @@
 
 Inputs per position: the item embedding (rows of a growable table, index 0 = padding), a learned
 absolute position and a temporal feature: the log-bucketed gap since the previous event (lagged
-features, DESIGN.md §3). Sequences are left-aligned (right-padded), so with a causal mask a real
+features). Sequences are left-aligned (right-padded), so with a causal mask a real
 position never attends to padding. Item embeddings are tied between input and output; scores are
 ``h . E_j + b_j`` over *all* items and training minimises a full-softmax cross-entropy at every
 position (next-item prediction), which ML-sized catalogs afford; for large catalogs

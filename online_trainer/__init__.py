@@ -1,1 +1,1 @@
-"""Prequential micro-batch training from Kafka with gated, versioned publication (DESIGN.md §5)."""
+"""Prequential micro-batch training from Kafka with gated, versioned publication."""

@@ -1,4 +1,4 @@
-"""Versioned, strictly validated wire contracts and the topic catalog (DESIGN.md §2)."""
+"""Versioned, strictly validated wire contracts and the topic catalog."""
 
 from schemas.alerts import DriftAlert
 from schemas.deadletter import DeadLetter

@@ -1,4 +1,4 @@
 """The scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses.
 
-See DESIGN.md §6 and serving/service.py for the wiring.
+See serving/service.py for the wiring and docs/architecture.md for the design.
 """

@@ -26,7 +26,7 @@ from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
 from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys
-from streams.resp import Arg
+from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
 

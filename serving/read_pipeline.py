@@ -28,7 +28,7 @@ from typing import Any
 import hiredis
 import redis
 
-from streams.resp import Arg, pack, reply_error
+from streams.redis.resp import Arg, pack, reply_error
 
 RECV_BYTES = 256 * 1024
 

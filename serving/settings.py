@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.retrieval import RetrievalConfig
 from serving.ordering import BusinessRules
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 from streams.service_settings import ServiceSettings
 
 CpuRuntime = Literal["onnxruntime", "torchscript"]

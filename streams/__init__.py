@@ -1,1 +1,2 @@
-"""Stream processing: shared Kafka plumbing, feature workers, monitor, drift (DESIGN.md §3, §7)."""
+"""The streaming platform (Kafka plumbing, Redis connections, service settings, metrics, feature
+definitions and key layout) and the two stream applications: the feature worker and the monitor."""

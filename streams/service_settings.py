@@ -13,7 +13,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.kafka.connection import KafkaConnection
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from deploy.demo.settings import DemoSettings
+from deploy.generators.dataset_replay import frame_events
 from deploy.local.settings import LocalStackSettings
 from models.store import ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
@@ -21,7 +22,6 @@ from online_trainer.retrain import full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from schemas.topics import INTERACTIONS
-from streams.dataset_replay import frame_events
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from deploy.demo.phases import hit_rate_series
 
 if TYPE_CHECKING:
-    from deploy.demo.scenario import RunState
+    from deploy.demo.run_state import RunState
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _MIN_WINDOW_RESPONSES = 20

@@ -15,7 +15,7 @@ from rich.logging import RichHandler
 
 from deploy.demo import report, scenario
 from deploy.demo.dashboard import render
-from deploy.demo.scenario import RunState
+from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 
 logger = logging.getLogger(__name__)

@@ -11,21 +11,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.local.worker_process import free_port
 from streams.metrics import scrape
-from streams.worker_process import free_port
 
 logger = logging.getLogger(__name__)
 
-_PYTHON = sys.executable
-_STREAMREC = str(Path(sys.executable).with_name("streamrec"))
-# `streamrec serve` is registered by serving's owner; the function itself is the contract.
-_SERVE = "import typer; from serving.serve_cli import serve; typer.run(serve)"
-
+# Each service runs as `python -m cli <command>`: the command line users run, with this
+# interpreter (the console script may not be on PATH).
 COMMANDS: dict[str, list[str]] = {
-    "worker": [_PYTHON, "-m", "streams.worker"],
-    "trainer": [_PYTHON, "-m", "online_trainer", "--idle-exit-s", "0"],
-    "scorer": [_PYTHON, "-c", _SERVE],
-    "monitor": [_STREAMREC, "monitor"],
+    name: [sys.executable, "-m", "cli", *args]
+    for name, args in {
+        "worker": ["stream"],
+        "trainer": ["train", "--idle-exit-s", "0"],
+        "scorer": ["serve"],
+        "monitor": ["monitor"],
+    }.items()
 }
 
 

@@ -6,50 +6,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from deploy.demo import bootstrap
-from deploy.demo.bootstrap import RunLayout
 from deploy.demo.observer import Observer
 from deploy.demo.phases import Marks, first_retrain
 from deploy.demo.processes import Services
+from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.demo.summary import build_summary
-from deploy.demo.timeline import Timeline
 from deploy.demo.traffic import ItemRemap, Traffic
+from deploy.generators.dataset_replay import frame_events
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
+from deploy.local.worker_process import settled
 from models.datasets import load_ml100k
 from online_trainer.settings import TrainSettings
-from streams.dataset_replay import frame_events
 from streams.kafka.admin import create_topics
 from streams.pacing import Pacer
-from streams.worker_process import settled
 
 logger = logging.getLogger(__name__)
 
 _BACKFILL_AGE_S = 3600.0
 """The backfill's newest event is this old: history, outside the drift retrain's window."""
-
-
-@dataclass
-class RunState:
-    """What the dashboard shows; updated by the scenario once per refresh."""
-
-    run: RunLayout
-    settings: DemoSettings
-    phase: str = "starting"
-    live_start: float | None = None
-    drift_at: float | None = None
-    retrained_at: float | None = None
-    timeline: Timeline = field(default_factory=Timeline)
-    observer: Observer | None = None
-    traffic: Traffic | None = None
-    services: dict[str, dict[str, float]] = field(default_factory=dict)
-    backfill: int = 0
 
 
 Refresh = Callable[[RunState], None]

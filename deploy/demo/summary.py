@@ -10,7 +10,7 @@ from deploy.demo.phases import Marks, hit_rate_series, major, phases
 from deploy.demo.timeline import summary_ms
 
 if TYPE_CHECKING:
-    from deploy.demo.scenario import RunState
+    from deploy.demo.run_state import RunState
 
 
 def _rel(t: float | None, origin: float) -> float | None:

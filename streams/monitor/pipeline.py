@@ -18,13 +18,13 @@ from schemas.alerts import DriftAlert
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.recommendations import RecommendationResponse
-from streams.drift.config import KpiMetric
-from streams.drift.detectors import KpiDropDetector
-from streams.drift.freshness import HysteresisGuard, SampleQuantile
-from streams.drift.policy import AlertPolicy, FreshnessKind
-from streams.drift.profiles import FeatureProfile, psi_by_feature
 from streams.monitor.attribution import AttributionJoin, ResponseOutcome
 from streams.monitor.clock import DEFAULT_SOURCE, EventClock
+from streams.monitor.drift.config import KpiMetric
+from streams.monitor.drift.detectors import KpiDropDetector
+from streams.monitor.drift.freshness import HysteresisGuard, SampleQuantile
+from streams.monitor.drift.policy import AlertPolicy, FreshnessKind
+from streams.monitor.drift.profiles import FeatureProfile, psi_by_feature
 from streams.monitor.settings import MonitorSettings
 from streams.monitor.windows import KpiWindows
 

@@ -27,9 +27,9 @@ from schemas.events import InteractionEvent
 from schemas.recommendations import RecommendationResponse
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
 from schemas.wire import ContractError, decode
-from streams.drift.profiles import FeatureProfile
 from streams.kafka.consumer import BatchConsumer
 from streams.kafka.producer import EventProducer
+from streams.monitor.drift.profiles import FeatureProfile
 from streams.monitor.metrics import MonitorMetrics
 from streams.monitor.offsets import CommitTracker, commit_metadata, reported_through
 from streams.monitor.pipeline import MonitorPipeline, Published, RecordOutcome

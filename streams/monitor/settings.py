@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from streams.drift.config import DriftSettings
+from streams.monitor.drift.config import DriftSettings
 from streams.service_settings import ServiceSettings
 
 
@@ -50,8 +50,8 @@ class MonitorSettings(ServiceSettings):
     psi_reference_path: Path | None = Field(
         None,
         description=(
-            "Training reference profile (streams.drift.profiles.FeatureProfile JSON). Without "
-            "one, the first PSI sample of live traffic becomes the reference."
+            "Training reference profile (a drift.profiles.FeatureProfile as JSON). Without one,"
+            " the first PSI sample of live traffic becomes the reference."
         ),
     )
     drift: DriftSettings = Field(default_factory=DriftSettings)

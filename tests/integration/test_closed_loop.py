@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deploy.demo import report, scenario
-from deploy.demo.scenario import RunState
+from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.local.stack import LocalStack
 

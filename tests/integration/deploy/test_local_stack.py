@@ -5,7 +5,7 @@ import redis
 
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 
 
 def test_second_up_is_harmless_and_starts_nothing(stack: LocalStack) -> None:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.redis import LocalRedis
 from deploy.local.settings import LocalStackSettings
-from streams.features.batch import PositionedEvent
-from streams.features.writer import FeatureWriter
-from streams.redis_connection import RedisConnection
-from streams.sample import SampleConfig, SampleGenerator
-from streams.worker_process import free_port
+from deploy.local.worker_process import free_port
+from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.writer import FeatureWriter
+from streams.redis.connection import RedisConnection
 
 PREFIX = "sr:restart:"
 

@@ -5,11 +5,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from deploy.generators.dataset_replay import frame_events
 from models.datasets import load_ml100k
 from models.session_config import SessionTransformerConfig
 from online_trainer.settings import TrainSettings
 from schemas.topics import INTERACTIONS
-from streams.dataset_replay import frame_events
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 

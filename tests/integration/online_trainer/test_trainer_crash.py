@@ -63,7 +63,7 @@ def test_trainer_killed_mid_stream_neither_skips_nor_retrains_a_batch(
 ) -> None:
     total = publish(kafka, ml100k.iloc[:20000])
     env = _env(kafka, tmp_path)
-    command = [sys.executable, "-m", "online_trainer", "--idle-exit-s", "4"]
+    command = [sys.executable, "-m", "cli", "train", "--idle-exit-s", "4"]
     rng = random.Random(11)
     checkpoint = tmp_path / "state" / "checkpoint" / "state.json"
     mid_stream_kills = 0

@@ -24,11 +24,11 @@ from schemas.wire import decode
 from serving.service import ScorerService
 from serving.session_model import save_session_model
 from serving.settings import CanaryPolicy, ServeSettings
-from streams.features.batch import PositionedEvent
-from streams.features.writer import FeatureWriter
+from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.writer import FeatureWriter
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 from tests.integration.kafka_helpers import read_all
 
 MODEL = "session"

@@ -17,7 +17,7 @@ from serving.settings import CanaryPolicy
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 from streams.pacing import Pacer
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 from tests.integration.kafka_helpers import read_all
 from tests.integration.serving.helpers import (
     FeatureFeed,

@@ -9,7 +9,7 @@ from schemas.recommendations import RecommendationRequest
 from serving.features import RedisFeatureReader
 from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from serving.features import ServingKeys
 from serving.service import ScorerService
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
-from streams.redis_connection import RedisConnection
+from streams.redis.connection import RedisConnection
 from tests.integration.kafka_helpers import read_all
 from tests.integration.serving.helpers import (
     FeatureFeed,

@@ -8,11 +8,14 @@ from collections import Counter
 import pytest
 import redis
 
-from streams.features.batch import PositionedEvent
+from streams.feature_worker.batch import PositionedEvent
 from streams.features.feature_set import DENSE_FEATURES
-from streams.featurestore import RedisFeatureStore
-from streams.redis_connection import RedisConnection
-from tests.integration.streams.feature_events import apply_in_batches, positioned_events
+from streams.features.store import RedisFeatureStore
+from streams.redis.connection import RedisConnection
+from tests.integration.streams.feature_worker.feature_events import (
+    apply_in_batches,
+    positioned_events,
+)
 
 
 def _in_window(ts: float, as_of: float, bucket_s: int, span: int) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deploy.generators.sample import SampleConfig, SampleGenerator
 from models.session_config import SessionTransformerConfig
 from online_trainer.settings import TrainSettings
 from schemas import InteractionEvent
 from streams.kafka.contract_loop import Envelope
 from streams.kafka.deadletter import SourcePosition
-from streams.sample import SampleConfig, SampleGenerator
 
 TINY = SessionTransformerConfig(
     dim=16,

@@ -3,7 +3,7 @@ import random
 from schemas.alerts import DriftAlert
 from schemas.events import EventType
 from schemas.kpi import KpiReport
-from streams.drift.config import DriftSettings
+from streams.monitor.drift.config import DriftSettings
 from streams.monitor.pipeline import MonitorPipeline
 from streams.monitor.settings import MonitorSettings
 

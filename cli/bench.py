@@ -1,0 +1,152 @@
+"""`streamrec bench ...`: each benchmark writes JSON (kept in bench/results/) and prints a table."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_args_is_help=True)
+
+
+@app.command("kafka")
+def kafka(
+    json_path: Path = typer.Option(Path("bench/results/kafka.json"), "--json", help="Output JSON."),
+    messages: int = typer.Option(200_000, min=1000, help="Messages for the throughput runs."),
+    size: int = typer.Option(
+        200, min=1, help="Value size in bytes (an interaction event is ~200)."
+    ),
+    latency_rate: float = typer.Option(2_000.0, min=1.0, help="Offered rate for the latency run."),
+    latency_seconds: float = typer.Option(10.0, min=1.0),
+) -> None:
+    """Raw confluent-kafka produce/consume throughput and produce->consume latency on the broker."""
+    from bench.kafka import run
+
+    run(
+        json_path,
+        messages=messages,
+        size=size,
+        latency_rate=latency_rate,
+        latency_seconds=latency_seconds,
+    )
+
+
+@app.command("encoder")
+def encoder(
+    json_path: Path = typer.Option(
+        Path("bench/results/encoder.json"), "--json", help="Output JSON."
+    ),
+    calls: int = typer.Option(300, min=20, help="Timed calls per path and batch size."),
+) -> None:
+    """The scorer's query encoder: CPU trace vs ONNX Runtime vs CUDA eager vs CUDA graphs."""
+    from bench.encoder import run
+
+    run(json_path, calls=calls)
+
+
+
+
+@app.command("ingest")
+def bench_ingest(
+    json_path: Path = typer.Option(
+        Path("bench/results/ingest.json"), "--json", help="Output JSON."
+    ),
+    events: int = typer.Option(
+        200_000, min=1000, help="Backlog drained for the throughput figure."
+    ),
+    rate: float = typer.Option(5_000.0, min=1.0, help="Offered events/s for the freshness run."),
+    seconds: float = typer.Option(20.0, min=1.0, help="Duration of the freshness run."),
+    batch: int = typer.Option(
+        1000,
+        min=1,
+        help="Worker batch size (events per commit; one Redis script call per "
+        "STREAMREC_SCRIPT_CHUNK_EVENTS of them).",
+    ),
+    low_rate: float = typer.Option(
+        1_000.0, min=1.0, help="Offered events/s, second freshness run."
+    ),
+) -> None:
+    """Sustained events/s of one feature worker, event->feature freshness, raw consume rate."""
+    from bench.ingest import run
+
+    run(json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate)
+
+
+@app.command("train")
+def bench_train(
+    json_path: Path = typer.Option(
+        Path("bench/results/train_ml100k.json"), "--json", help="Write the bench JSON here."
+    ),
+    epochs: int | None = typer.Option(
+        None, help="Max epochs (default: the config's; early stopping on validation)."
+    ),
+    time_budget_s: float = typer.Option(1200.0, help="Wall-clock cap of training."),
+    threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
+    seed: int = typer.Option(0, help="Seed."),
+) -> None:
+    """Training throughput (examples/s) and time to final accuracy on ML-100K."""
+    from bench.train import print_table, run
+
+    started = time.perf_counter()
+    result = run(epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result)
+
+
+@app.command("online")
+def bench_online(
+    json_path: Path = typer.Option(Path("bench/results/online.json"), "--json"),
+    rate: float = typer.Option(1000.0, help="Events/s offered for the streamed second half."),
+    pretrain_s: float = typer.Option(120.0, help="Budget for training the first-half model."),
+) -> None:
+    """ML-100K through Kafka: frozen first-half model vs the online model on the second half."""
+    from bench.online import run
+
+    run(json_path, rate=rate, pretrain_s=pretrain_s)
+
+
+@app.command("serve")
+def bench_serve(
+    json_path: Path = typer.Option(Path("bench/results/serve.json"), "--json", help="Output JSON."),
+    catalog_items: int = typer.Option(100_000, min=1000, help="Items the model retrieves from."),
+    rates: str = typer.Option("100,200,500", help="Offered requests/s, comma-separated."),
+    seconds: float = typer.Option(15.0, min=2.0, help="Measured seconds per rate."),
+    ingest_rate: float = typer.Option(1000.0, min=0.0, help="Events/s ingested alongside."),
+    ingest_nice: int = typer.Option(
+        10, min=0, max=19,
+        help="Second pass with the feature worker and event generator at this niceness "
+        "(0: skip it).",
+    ),
+) -> None:
+    """Request -> response latency (p50/p99) of one scorer process at several offered rates."""
+    from bench.serve import run
+
+    run(
+        json_path,
+        catalog_items=catalog_items,
+        rates=[float(r) for r in rates.split(",") if r.strip()],
+        seconds=seconds,
+        ingest_rate=ingest_rate,
+        ingest_nice=ingest_nice,
+    )
+
+
+@app.command("drift")
+def bench_drift(
+    json_path: Path = typer.Option(Path("bench/results/drift.json"), "--json", help="Output JSON."),
+    seeds: int = typer.Option(5, min=1, max=100, help="Synthetic streams per scenario."),
+    stationary_events: int = typer.Option(
+        200_000, min=10_000, help="Responses in each stationary stream."
+    ),
+    p_before: float = typer.Option(0.30, min=0.01, max=0.99, help="Hit probability before."),
+    p_after: float = typer.Option(0.15, min=0.0, max=0.99, help="Hit probability after the shift."),
+) -> None:
+    """Detection delay after an abrupt KPI drop, and false alarms on a stationary stream."""
+    from bench.drift import bench_drift as run
+
+    run(json_path, seeds=seeds, stationary_events=stationary_events, p_before=p_before,
+        p_after=p_after)

@@ -1,0 +1,81 @@
+"""`streamrec stream | train | retrain | serve | monitor`: the long-running services.
+
+Every setting is a STREAMREC_* variable read by the service's own settings object; an option
+given here wins over its variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+
+def stream(
+    group_id: str | None = typer.Option(None, help="Consumer group (STREAMREC_GROUP_ID)."),
+    instance_id: str | None = typer.Option(
+        None, help="Static membership id, unique per worker (STREAMREC_INSTANCE_ID)."
+    ),
+    metrics_port: int | None = typer.Option(
+        None, help="Prometheus port on 127.0.0.1, 0 = off (STREAMREC_METRICS_PORT)."
+    ),
+    batch_max_events: int | None = typer.Option(
+        None, help="Events per batch (STREAMREC_BATCH_MAX_EVENTS)."
+    ),
+) -> None:
+    """Run one feature worker: interactions -> point-in-time features in Redis. Workers sharing
+    a group id split the partitions."""
+    overrides = {
+        "STREAMREC_GROUP_ID": group_id,
+        "STREAMREC_INSTANCE_ID": instance_id,
+        "STREAMREC_METRICS_PORT": metrics_port,
+        "STREAMREC_BATCH_MAX_EVENTS": batch_max_events,
+    }
+    os.environ.update({k: str(v) for k, v in overrides.items() if v is not None})
+    from streams.feature_worker.worker import main
+
+    main()
+
+
+def train(
+    idle_exit_s: float = typer.Option(
+        0.0, help="Exit after this many idle seconds (0 = run until SIGTERM/SIGINT)."
+    ),
+) -> None:
+    """Online trainer: prequential micro-batches from `interactions`, gated publication."""
+    from online_trainer.process import run_trainer
+    from online_trainer.settings import TrainSettings
+
+    run_trainer(TrainSettings(), idle_exit_s or None)
+
+
+def retrain(
+    nproc: int = typer.Option(1, min=1, help="Processes; >1 runs data-parallel under torchrun."),
+) -> None:
+    """Full retrain now: replay the window from Kafka, train, validate, publish a new major."""
+    from online_trainer.retrain_job import run_retrain
+
+    version = run_retrain(nproc)
+    typer.echo(f"published major version {version}")
+
+
+def serve(
+    bootstrap: bool = typer.Option(
+        True, help="Serve the model store's newest version until model.updates says otherwise."
+    ),
+) -> None:
+    """Run one scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses.
+    Start more with the same group id to share the load."""
+    from serving.process import run_scorer
+    from serving.settings import ServeSettings
+
+    run_scorer(ServeSettings(), bootstrap)
+
+
+def monitor() -> None:
+    """Join recommendations with later interactions; publish KPIs (`kpi.metrics`, Prometheus)
+    and drift alerts (`alerts.drift`)."""
+    from streams.monitor.process import run_monitor
+    from streams.monitor.settings import MonitorSettings
+
+    run_monitor(MonitorSettings())

@@ -1,0 +1,28 @@
+"""What one demo run knows at a moment: the dashboard draws it, the summary reports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from deploy.demo.bootstrap import RunLayout
+from deploy.demo.observer import Observer
+from deploy.demo.settings import DemoSettings
+from deploy.demo.timeline import Timeline
+from deploy.demo.traffic import Traffic
+
+
+@dataclass
+class RunState:
+    """What the dashboard shows; updated by the scenario once per refresh."""
+
+    run: RunLayout
+    settings: DemoSettings
+    phase: str = "starting"
+    live_start: float | None = None
+    drift_at: float | None = None
+    retrained_at: float | None = None
+    timeline: Timeline = field(default_factory=Timeline)
+    observer: Observer | None = None
+    traffic: Traffic | None = None
+    services: dict[str, dict[str, float]] = field(default_factory=dict)
+    backfill: int = 0

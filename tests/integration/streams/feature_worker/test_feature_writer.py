@@ -1,0 +1,90 @@
+"""The Lua batch writer against the oracle, applied directly (no Kafka): exact and idempotent."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from streams.feature_worker.writer import ApplyOutcome, is_transient_reply
+from streams.redis.connection import RedisConnection
+from tests.integration.streams.feature_worker.feature_events import (
+    apply_in_batches,
+    interleaved,
+    oracle_state,
+    positioned_events,
+)
+from tests.integration.streams.feature_worker.feature_state import (
+    differences,
+    dump_state,
+    read_state,
+)
+
+
+def test_batches_leave_exactly_the_oracle_state(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(4000, stretch=60.0)
+    outcome = apply_in_batches(redis_connection, events)
+    expected = oracle_state(redis_connection.key_prefix, events)
+    actual = read_state(redis_admin, redis_connection.key_prefix)
+    assert differences(actual, expected.snapshot()) == []
+    assert outcome == ApplyOutcome(applied=4000, skipped=0)
+
+
+def test_another_partition_interleaving_reaches_the_same_state(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(3000, seed=5, stretch=60.0)
+    other = redis_connection.model_copy(update={"key_prefix": f"{redis_connection.key_prefix}b:"})
+    apply_in_batches(redis_connection, events, size=100)
+    apply_in_batches(other, interleaved(events, seed=3), size=37)
+    first = read_state(redis_admin, redis_connection.key_prefix)
+    second = read_state(redis_admin, other.key_prefix)
+    first = {k: v for k, v in first.items() if not k.startswith(other.key_prefix)}
+    renamed = {
+        k.replace(other.key_prefix, redis_connection.key_prefix, 1): v for k, v in second.items()
+    }
+    assert differences(renamed, first) == []
+    assert len(first) > 1000
+
+
+def test_reapplying_every_batch_changes_nothing_byte_for_byte(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(2000, seed=8, stretch=30.0)
+    apply_in_batches(redis_connection, events)
+    before = dump_state(redis_admin, redis_connection.key_prefix)
+    replay = apply_in_batches(redis_connection, interleaved(events, seed=1), size=90)
+    assert dump_state(redis_admin, redis_connection.key_prefix) == before
+    assert replay == ApplyOutcome(applied=0, skipped=2000)
+
+
+def test_redelivery_after_a_crash_applies_each_event_once(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(3000, seed=9, stretch=20.0)
+    # A worker applied up to 2,000, crashed before committing, and the batch re-arrives from
+    # the last commit at 1,200: the overlap must be skipped, the rest applied.
+    first = apply_in_batches(redis_connection, events[:2000], size=200)
+    second = apply_in_batches(redis_connection, events[1200:], size=150)
+    expected = oracle_state(redis_connection.key_prefix, events)
+    assert (
+        differences(read_state(redis_admin, redis_connection.key_prefix), expected.snapshot()) == []
+    )
+    assert (first.applied, second.applied, second.skipped) == (2000, 1000, 800)
+
+
+def test_a_full_redis_refuses_the_whole_batch_with_a_reply_the_worker_waits_on(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    events = positioned_events(40, seed=12)
+    limit = str(redis_admin.config_get("maxmemory")["maxmemory"])
+    redis_admin.config_set("maxmemory", 1)  # below what is used: noeviction refuses writes
+    try:
+        with pytest.raises(redis.ResponseError) as refused:
+            apply_in_batches(redis_connection, events)
+    finally:
+        redis_admin.config_set("maxmemory", limit)
+    assert is_transient_reply(refused.value)
+    assert read_state(redis_admin, redis_connection.key_prefix) == {}
+    assert apply_in_batches(redis_connection, events) == ApplyOutcome(applied=40, skipped=0)

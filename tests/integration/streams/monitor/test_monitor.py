@@ -1,0 +1,240 @@
+"""The monitor on the real Kafka: responses and later interactions in, KPIs and alerts out."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from pydantic import BaseModel
+
+from schemas.alerts import DriftAlert
+from schemas.events import EventType, InteractionEvent
+from schemas.kpi import KpiReport
+from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
+from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
+from schemas.wire import decode
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.producer import EventProducer
+from streams.monitor.drift.config import DriftSettings
+from streams.monitor.offsets import reported_through
+from streams.monitor.service import MonitorService
+from streams.monitor.settings import MonitorSettings
+
+R = TypeVar("R", bound=BaseModel)
+Record = RecommendationResponse | InteractionEvent
+WINDOW_S = 300.0
+ATTRIBUTION_S = 60.0
+# Far enough in the past that a whole simulated day fits before now; aligned to a window.
+T0 = (time.time() // WINDOW_S) * WINDOW_S - 30_000.0
+PUSHERS = 64  # users enough that every partition gets one (P(miss) ~ 4 * 0.75**64)
+GIVE_UP_S = 120.0  # only bounds a broken run; nothing asserts how long anything took
+
+
+def response(n: int, user: str, at: float, items: tuple[str, ...] = ("a", "b", "c")) -> (
+    RecommendationResponse
+):
+    return RecommendationResponse(
+        request_id=f"r{n}", user_id=user, status="ok", model_version="v1", served_at=at,
+        items=[ScoredItem(item_id=i, score=1.0) for i in items],
+    )
+
+
+def interaction(n: int, user: str, item: str, kind: EventType, at: float) -> InteractionEvent:
+    return InteractionEvent(
+        event_id=f"e{n}", user_id=user, session_id=f"s-{user}", item_id=item, event_type=kind,
+        timestamp=at,
+    )
+
+
+def watermark_pushers(at: float) -> list[Record]:
+    """Records at `at` on every partition of both topics (the watermark is the minimum over
+    partitions) that count for nothing themselves: error answers and views."""
+    users = [f"pusher{i}" for i in range(PUSHERS)]
+    failed = ResponseError(code="overloaded", message="busy")
+    return [
+        *(RecommendationResponse(request_id=f"p{at}-{u}", user_id=u, status="error",
+                                 served_at=at, error=failed) for u in users),
+        *(interaction(i, u, "zz", EventType.VIEW, at) for i, u in enumerate(users)),
+    ]
+
+
+@pytest.fixture
+def settings(kafka: KafkaConnection) -> MonitorSettings:
+    return MonitorSettings(
+        kafka=kafka,
+        group_id=f"monitor-{uuid.uuid4().hex[:8]}",
+        metrics_port=0,
+        k=3,
+        window_s=WINDOW_S,
+        attribution_window_s=ATTRIBUTION_S,
+        allowed_lateness_s=0.0,
+        idle_advance_s=86_400.0,  # only event time moves the watermark in these tests
+        poll_timeout_s=0.2,
+        drift=DriftSettings(kpi_metrics=("hit_rate",)),
+    )
+
+
+@contextmanager
+def monitoring(settings: MonitorSettings) -> Iterator[MonitorService]:
+    service = MonitorService(settings)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run(stop)
+        except BaseException as exc:
+            failures.append(exc)
+            raise
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield service
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive(), "the monitor did not stop"
+    assert failures == [], f"the monitor failed: {failures!r}"
+
+
+def publish(kafka: KafkaConnection, records: list[Record]) -> None:
+    producer = EventProducer(kafka)
+    for record in records:
+        spec = REC_RESPONSES if isinstance(record, RecommendationResponse) else INTERACTIONS
+        producer.send(kafka.topic(spec), record.user_id, record)
+    producer.flush()
+
+
+def read_until(
+    kafka: KafkaConnection, topic: str, model: type[R], done: Callable[[list[R]], bool]
+) -> list[R]:
+    """Everything on `topic` (one partition: in order) up to the point where `done` holds."""
+    consumer = Consumer({
+        **kafka.client_config(), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    found: list[R] = []
+    deadline = time.monotonic() + GIVE_UP_S
+    try:
+        while not done(found) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                found.append(decode(model, message.value()))
+    finally:
+        consumer.close()
+    return found
+
+
+def committed(settings: MonitorSettings, topic: str) -> list[TopicPartition]:
+    consumer = Consumer({**settings.kafka.client_config(), "group.id": settings.group_id})
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(REC_RESPONSES.partitions)]
+        return list(consumer.committed(partitions, timeout=10))
+    finally:
+        consumer.close()
+
+
+def test_responses_and_later_interactions_become_kpi_reports_with_the_right_counts(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    records: list[Record] = [
+        response(1, "u1", T0 + 1), response(2, "u2", T0 + 2),
+        response(3, "u3", T0 + 3), response(4, "u4", T0 + 4),
+        interaction(1, "u1", "b", EventType.CLICK, T0 + 10),
+        interaction(2, "u2", "c", EventType.PURCHASE, T0 + 20),
+        interaction(3, "u3", "a", EventType.VIEW, T0 + 30),  # a view is not a hit
+        interaction(4, "u4", "zz", EventType.CLICK, T0 + 40),  # not a recommended item
+        interaction(5, "u3", "a", EventType.CLICK, T0 + 3 + ATTRIBUTION_S + 1),  # too late
+        response(5, "u5", T0 + WINDOW_S + 1),
+        interaction(6, "u5", "a", EventType.ADD_TO_CART, T0 + WINDOW_S + 2),
+        *watermark_pushers(T0 + 10 * WINDOW_S),
+    ]
+    with monitoring(settings) as service:
+        # Before the pushers: consumed before the windows close, whatever the partition.
+        garbage = EventProducer(kafka)
+        garbage.send_raw(kafka.topic(REC_RESPONSES), b"u9", b"{not json")
+        garbage.flush()
+        publish(kafka, records)
+        reports = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 2)
+        invalid = service.metrics.registry.get_sample_value(
+            "streamrec_monitor_records_total",
+            {"topic": kafka.topic(REC_RESPONSES), "outcome": "invalid"},
+        )
+    got = sorted((r.window_start, r.responses, r.hits, r.clicks, r.conversions) for r in reports)
+    assert got == [(T0, 4, 2, 1, 1), (T0 + WINDOW_S, 1, 1, 0, 0)]
+    assert all(r.model_version == "v1" and r.k == 3 for r in reports)
+    first = min(reports, key=lambda r: r.window_start)
+    assert (first.hit_rate_at_k, first.ctr, first.conversion_rate) == (0.5, 0.25, 0.25)
+    assert invalid == 1.0  # skipped and counted; the monitor kept going
+
+
+def test_a_kpi_drop_becomes_a_drift_alert(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    rng = random.Random(7)
+    records: list[Record] = []
+    for n in range(9_000):
+        at, user, p_hit = T0 + n * 2.0, f"u{n}", 0.30 if n < 6_000 else 0.10
+        records.append(response(n, user, at))
+        if rng.random() < p_hit:
+            records.append(interaction(n, user, "b", EventType.CLICK, at + 5))
+    records += watermark_pushers(T0 + 9_000 * 2.0 + 10 * WINDOW_S)
+    with monitoring(settings):
+        publish(kafka, records)
+        alerts = read_until(kafka, kafka.topic(ALERTS_DRIFT), DriftAlert, lambda a: len(a) >= 1)
+        reports = read_until(
+            kafka, kafka.topic(KPI_METRICS), KpiReport,
+            lambda r: sum(x.responses for x in r) >= 9_000,
+        )
+    [alert] = alerts
+    assert (alert.detector, alert.metric, alert.suggested_action, alert.model_version) == (
+        "kpi.hit_rate", "hit_rate", "retrain", "v1"
+    )
+    assert alert.baseline > 0.25 and alert.current < 0.15
+    assert alert.detected_at >= T0 + 6_000 * 2.0
+    assert sum(r.responses for r in reports) == 9_000
+
+
+def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones_again(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    window_a, window_b = T0, T0 + WINDOW_S
+    before_stop: list[Record] = [
+        response(1, "u1", window_a + 1), response(2, "u2", window_a + 2),
+        interaction(1, "u1", "a", EventType.CLICK, window_a + 5),
+        response(5, "u5", window_b + 1),
+        interaction(5, "u5", "b", EventType.CLICK, window_b + 10),
+        response(6, "u6", window_b + 40),  # still awaiting attribution at the stop
+        response(7, "u7", window_b + 50),
+        # Closes window A (ends + attribution <= here) but not window B.
+        *watermark_pushers(window_b + ATTRIBUTION_S + 30),
+    ]
+    with monitoring(settings):
+        publish(kafka, before_stop)
+        first = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
+    assert [(r.window_start, r.responses, r.hits) for r in first] == [(window_a, 2, 1)]
+    # The commits remember that window A (and only A) was reported.
+    bound = reported_through(committed(settings, kafka.topic(REC_RESPONSES)))
+    assert window_b <= bound < window_b + WINDOW_S
+
+    after_stop: list[Record] = [
+        interaction(6, "u6", "c", EventType.PURCHASE, window_b + 95),
+        *watermark_pushers(T0 + 10 * WINDOW_S),
+    ]
+    publish(kafka, after_stop)
+    with monitoring(settings):
+        reports = read_until(
+            kafka, kafka.topic(KPI_METRICS), KpiReport,
+            lambda r: any(x.window_start == window_b for x in r),
+        )
+    got = [(r.window_start, r.responses, r.hits, r.conversions) for r in reports]
+    assert got == [(window_a, 2, 1, 0), (window_b, 3, 2, 1)]

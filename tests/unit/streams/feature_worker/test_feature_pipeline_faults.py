@@ -1,0 +1,183 @@
+"""The pipeline's reactions to Redis faults, with stand-ins for Redis and the producer (the real
+services are exercised by the integration tests; these pin down the decision logic)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+)
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from schemas.events import EventType, InteractionEvent
+from schemas.wire import encode
+from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.metrics import StreamMetrics
+from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
+from streams.feature_worker.writer import SCRIPT_SHA, ApplyOutcome, FeatureWriter
+from streams.kafka.deadletter import DeadLetterWriter
+
+
+class _Producer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None]] = []
+
+    def send_raw(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        self.sent.append((topic, value))
+
+    def send(self, topic: str, key: bytes | None, record: BaseModel) -> None:
+        self.send_raw(topic, key, encode(record))
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        pass
+
+
+class _Writer:
+    """Fails with the given errors first, then applies; rejects batches holding `poison`."""
+
+    def __init__(self, failures: list[Exception], poison: str | None = None) -> None:
+        self.failures = failures
+        self.poison = poison
+        self.calls = 0
+        self.sizes: list[int] = []
+
+    async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
+        self.calls += 1
+        self.sizes.append(len(batch))
+        if self.failures:
+            raise self.failures.pop(0)
+        if any(p.event.item_id == self.poison for p in batch):
+            raise ResponseError("ERR user_script:1: something the script cannot handle")
+        return ApplyOutcome(len(batch), 0)
+
+
+def _record(offset: int, item: str) -> SourceRecord:
+    event = InteractionEvent(
+        event_id=f"e{offset}",
+        user_id="u",
+        session_id="s",
+        item_id=item,
+        event_type=EventType.VIEW,
+        timestamp=time.time(),
+    )
+    return SourceRecord("interactions", 0, offset, b"u", encode(event))
+
+
+def _pipeline(
+    writer: _Writer, chunk_events: int = 64
+) -> tuple[FeaturePipeline, _Producer, StreamMetrics]:
+    producer, metrics = _Producer(), StreamMetrics()
+    pipeline = FeaturePipeline(
+        writer,  # type: ignore[arg-type]
+        DeadLetterWriter(producer, "test"),  # type: ignore[arg-type]
+        producer,  # type: ignore[arg-type]
+        metrics,
+        Backoff(0.001, 0.002),
+        chunk_events,
+    )
+    return pipeline, producer, metrics
+
+
+def test_an_unreachable_redis_is_retried_until_the_batch_applies() -> None:
+    writer = _Writer([RedisConnectionError("down"), ResponseError("BUSY"), RedisTimeoutError()])
+    pipeline, producer, metrics = _pipeline(writer)
+    outcome = asyncio.run(pipeline.process([_record(1, "i1"), _record(2, "i2")]))
+    assert outcome == ApplyOutcome(2, 0)
+    assert writer.calls == 4
+    assert producer.sent == []
+    assert (
+        metrics.registry.get_sample_value("streamrec_stream_retries_total", {"dependency": "redis"})
+        == 3
+    )
+
+
+def test_a_full_read_only_or_forbidding_redis_is_waited_for_not_dead_lettered() -> None:
+    # What redis-py raises for "OOM ...", "READONLY ..." and "NOPERM ..." replies: the code
+    # stripped, a class per code. Dead-lettering valid events because Redis is full or its ACL
+    # is wrong would lose them for the features; the worker waits, as for an unreachable Redis.
+    full = OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+    read_only = ReadOnlyError("You can't write against a read only replica.")
+    refused = NoPermissionError("this user has no permissions to run the 'evalsha' command")
+    writer = _Writer([full, read_only, refused])
+    pipeline, producer, metrics = _pipeline(writer)
+    outcome = asyncio.run(pipeline.process([_record(1, "i1"), _record(2, "i2")]))
+    assert outcome == ApplyOutcome(2, 0)
+    assert writer.sizes == [2, 2, 2, 2]
+    assert producer.sent == []
+    assert (
+        metrics.registry.get_sample_value("streamrec_stream_retries_total", {"dependency": "redis"})
+        == 3
+    )
+
+
+def test_a_batch_redis_rejects_is_split_and_only_the_culprit_dead_lettered() -> None:
+    pipeline, producer, metrics = _pipeline(_Writer([], poison="bad"))
+    outcome = asyncio.run(pipeline.process([_record(1, "i1"), _record(2, "bad"), _record(3, "i3")]))
+    assert outcome == ApplyOutcome(2, 0)
+    assert [topic for topic, _ in producer.sent] == ["interactions.dlq"]
+    assert b'"stage":"apply"' in (producer.sent[0][1] or b"")
+    assert (
+        metrics.registry.get_sample_value(
+            "streamrec_stream_events_dead_lettered_total", {"stage": "apply"}
+        )
+        == 1
+    )
+
+
+def test_a_large_batch_is_applied_in_bounded_script_calls() -> None:
+    writer = _Writer([])
+    pipeline, _, _ = _pipeline(writer, chunk_events=4)
+    outcome = asyncio.run(pipeline.process([_record(n, f"i{n}") for n in range(10)]))
+    assert outcome == ApplyOutcome(10, 0)
+    assert writer.sizes == [4, 4, 2]
+
+
+def test_a_rejected_chunk_is_isolated_without_touching_the_other_chunks() -> None:
+    writer = _Writer([], poison="bad")
+    pipeline, producer, _ = _pipeline(writer, chunk_events=3)
+    records = [_record(n, "bad" if n == 4 else f"i{n}") for n in range(9)]
+    outcome = asyncio.run(pipeline.process(records))
+    assert outcome == ApplyOutcome(8, 0)
+    # chunk 1 whole, chunk 2 rejected then one call per event, chunk 3 whole
+    assert writer.sizes == [3, 3, 1, 1, 1, 3]
+    assert len(producer.sent) == 1
+
+
+class _ScriptlessRedis:
+    """Answers NOSCRIPT until the script is loaded, like a restarted Redis."""
+
+    def __init__(self) -> None:
+        self.loaded: set[str] = set()
+
+    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> list[int]:
+        if sha not in self.loaded:
+            raise NoScriptError("NOSCRIPT No matching script.")
+        return [1, 0]
+
+    async def script_load(self, script: str) -> str:
+        self.loaded.add(SCRIPT_SHA)
+        return SCRIPT_SHA
+
+
+def test_the_writer_reloads_its_script_after_noscript() -> None:
+    event = InteractionEvent(
+        event_id="e",
+        user_id="u",
+        session_id="s",
+        item_id="i",
+        event_type=EventType.VIEW,
+        timestamp=time.time(),
+    )
+    writer = FeatureWriter(_ScriptlessRedis(), "t:")  # type: ignore[arg-type]
+    outcome = asyncio.run(writer.apply([PositionedEvent(0, 0, event)]))
+    assert outcome == ApplyOutcome(1, 0)
