@@ -29,6 +29,7 @@ def _main(
 app.command("up")(stack.up)
 app.command("down")(stack.down)
 app.command("status")(stack.status)
+app.command("client-config")(stack.client_config)
 app.add_typer(catalog.topics_app, name="topics")
 app.add_typer(catalog.schemas_app, name="schemas")
 app.command("produce-sample")(sample.produce_sample)

@@ -43,3 +43,13 @@ def status() -> None:
     console.print(_table(states))
     if not all(s.running for s in states):
         raise typer.Exit(code=1)
+
+
+def client_config() -> None:
+    """Print the librdkafka settings (JSON) an application uses to reach this deployment's
+    Kafka, from the same STREAMREC_KAFKA__* variables the services read."""
+    import json
+
+    from streams.service_settings import ServiceSettings
+
+    typer.echo(json.dumps(ServiceSettings().kafka.client_config(), indent=2))

@@ -45,6 +45,7 @@ class EventProducer:
         self._producer = Producer(config)
         self._lock = threading.Lock()
         self._failures: list[str] = []
+        self._closed = False
         self.delivered = 0
 
     def send(self, topic: str, key: str | bytes | None, record: BaseModel) -> None:
@@ -95,4 +96,16 @@ class EventProducer:
             raise DeliveryError(f"{len(failures)} records failed: {failures[0]}")
 
     def close(self, timeout_s: float = 30.0) -> None:
-        self.flush(timeout_s)
+        """Flush, then release librdkafka's handle and its broker connections at once (a handle
+        left to the garbage collector keeps reconnecting to a broker that may be gone). Raises
+        DeliveryError, as flush does, for what could not be delivered; that is dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(timeout_s)
+        except DeliveryError:
+            self._producer.purge()
+            raise
+        finally:
+            self._producer.close()
