@@ -64,7 +64,12 @@ def test_the_patterns_catch_what_they_name(line: str, what: str) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["session_id u42-s7", "the session Transformer", "sha256 0123456789abcdef0123456789", "deadbeef"],
+    [
+        "session_id u42-s7",
+        "the session Transformer",
+        "sha256 0123456789abcdef0123456789",
+        "deadbeef",
+    ],
 )
 def test_the_patterns_leave_ordinary_text_alone(line: str) -> None:
     assert not any(p.search(line) for p in DIARY.values())
