@@ -334,6 +334,9 @@ class ScorerService:
         self.registry.close()
         self.producer.close()
         self.control_producer.close()
+        # Frozen objects are never collected, not even at interpreter exit, where native
+        # extensions (triton's, which torch imports) then report them as leaks.
+        gc.unfreeze()
         logger.info(
             "scorer stopped instance=%s consumed=%d handled=%d dead_lettered=%d",
             self.instance, self.requests_loop.counters.consumed,
