@@ -89,10 +89,10 @@ def _seed(kafka: KafkaConnection, catalog: int) -> None:
 def _store_model(root: Path, catalog: int) -> Path:
     import torch
 
+    from models.session_checkpoint import save_session_model
     from models.session_config import SessionTransformerConfig
     from models.session_transformer import SessionTransformer
     from models.store import ModelStore
-    from serving.session_model import save_session_model
 
     torch.manual_seed(0)
     model = SessionTransformer(catalog, SessionTransformerConfig(dim=64, layers=2, max_len=50))

@@ -6,17 +6,15 @@ Inputs per (request, candidate) pair:
   target encodings, recency, hour sin/cos...); the width is configurable and the ranker makes
   no assumption about their meaning, only that they are finite (scale them upstream, or leave
   ``log1p_dense`` on for raw counts);
-- ``sparse``: ``[batch, n_sparse, dim]`` embedding vectors gathered by the caller, e.g. the
-  session Transformer's query vector, the candidate's item vector and category / user rows of a
-  :class:`~models.embeddings.FusedEmbedding` (all of one width).
+- ``sparse``: ``[batch, n_sparse, dim]`` embedding vectors gathered by the caller: the session
+  Transformer's query vector and the candidate's item vector (all of one width).
 
 Architecture (Naumov et al., 2019): a bottom MLP maps dense features to ``dim``; the pairwise
 dot products of {bottom output, sparse vectors} (strict upper triangle) are concatenated with the
 bottom output and fed to a top MLP that outputs one logit.
 
 API: ``DLRMRanker(config)``; ``forward(dense, sparse) -> logits [batch]``;
-``score_candidates(query, candidates, dense) -> scores [n_candidates]`` for one request;
-``RankerTrainer.partial_fit(dense, sparse, labels) -> loss`` for online updates (BCE).
+``score_candidates(query, candidates, dense) -> scores [n_candidates]`` for one request.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from __future__ import annotations
 import itertools
 
 import torch
-import torch.nn.functional as F  # noqa: N812 - torch convention
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
@@ -42,7 +39,6 @@ class DLRMConfig(BaseModel):
     bottom_mlp: tuple[int, ...] = Field((128,), description="Hidden widths of the dense MLP.")
     top_mlp: tuple[int, ...] = Field((256, 128), description="Hidden widths of the top MLP.")
     log1p_dense: bool = Field(True, description="Apply sign(x)*log1p(|x|) to dense inputs.")
-    lr: float = Field(1e-3, gt=0, description="Adam learning rate for partial_fit.")
     seed: int = Field(0, description="Initialisation seed.")
 
 
@@ -106,21 +102,3 @@ class DLRMRanker(nn.Module):
         sparse = torch.stack([query.expand_as(candidates), candidates], dim=1)
         return torch.sigmoid(self.forward(dense, sparse))
 
-
-class RankerTrainer:
-    """Adam + binary cross-entropy on (request, candidate, clicked) examples."""
-
-    def __init__(self, ranker: DLRMRanker) -> None:
-        self.ranker = ranker
-        self.optimizer = torch.optim.Adam(ranker.parameters(), lr=ranker.config.lr)
-
-    def partial_fit(
-        self, dense: torch.Tensor, sparse: torch.Tensor, labels: torch.Tensor
-    ) -> float:
-        """One step on a micro-batch; returns the BCE loss before the update."""
-        self.ranker.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = F.binary_cross_entropy_with_logits(self.ranker(dense, sparse), labels.float())
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        return float(loss.detach())

@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 
+from models.session_checkpoint import changed_rows, delta_parts, row_count
 from models.store import Manifest, ModelStore
 from schemas import ModelUpdate, TrainingWindow
 from schemas.topics import MODEL_UPDATES
@@ -22,9 +23,6 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
-
-ROW_TENSORS = ("item_embedding.weight", "item_bias")
-
 
 @dataclass(frozen=True)
 class Publication:
@@ -60,15 +58,14 @@ class Publisher:
         manifest: Manifest,
         window: TrainingWindow | None,
     ) -> Publication:
-        changed = _changed_rows(tensors, parent[1]) if parent else None
-        total_rows = tensors[ROW_TENSORS[0]].shape[0]
+        changed = changed_rows(tensors, parent[1]) if parent else None
+        total_rows = row_count(tensors)
         n_changed = len(changed) if changed is not None else total_rows
         if parent is None or changed is None or n_changed > self.full_share * total_rows:
             path = self.store.save_full(self.model_name, tensors, manifest)
             kind = "full"
         else:
-            rows = {name: (changed, tensors[name][changed]) for name in ROW_TENSORS}
-            dense = {k: v for k, v in tensors.items() if k not in ROW_TENSORS}
+            rows, dense = delta_parts(tensors, changed)
             path = self.store.save_delta(self.model_name, parent[0], rows, dense, manifest)
             kind = "delta"
         published_at = time.time()
@@ -117,18 +114,3 @@ class Publisher:
         self.producer.flush()
         logger.warning("rolled back model=%s to version=%s", self.model_name, to_version)
 
-
-def _changed_rows(
-    tensors: dict[str, torch.Tensor], parent: dict[str, torch.Tensor]
-) -> torch.Tensor | None:
-    """Row indices where any row tensor differs from the parent (rows added count as changed)."""
-    changed = None
-    for name in ROW_TENSORS:
-        new, old = tensors[name], parent.get(name)
-        if old is None or old.shape[1:] != new.shape[1:]:
-            return None
-        common = min(len(old), len(new))
-        diff = (new[:common] != old[:common]).reshape(common, -1).any(dim=1)
-        mask = torch.cat([diff, torch.ones(len(new) - common, dtype=torch.bool)])
-        changed = mask if changed is None else changed | mask
-    return None if changed is None else changed.nonzero().flatten()

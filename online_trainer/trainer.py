@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from models.session_checkpoint import session_manifest
 from models.session_config import SessionTransformerConfig
-from models.store import Manifest, ModelStore
+from models.store import ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.gate import GateDecision, ValidationGate
 from online_trainer.ledger import OffsetLedger
@@ -217,17 +218,16 @@ class OnlineTrainer:
                 "gate_candidate": decision.candidate,
                 "gate_serving": decision.serving,
             }
-        manifest = Manifest(
-            name=self.settings.model_name,
-            version=version,
-            kind="full",
+        manifest = session_manifest(
+            self.settings.model_name,
+            version,
+            self.config,
+            self.model.items.mapping(),
             metrics={k: float(v) for k, v in metrics.items()},
-            training_window={
+            window={
                 "start": int(self._pending.first_ts or 0),
                 "end": int(self._pending.last_ts or 0),
             },
-            id_maps={"item": self.model.items.mapping()},
-            config=self.config.model_dump(),
         )
         window = None
         if self._pending.first_ts and self._pending.last_ts:

@@ -1,11 +1,10 @@
 """How long a micro-batch waits for companions after its first request.
 
 A batch has a fixed cost (an encoder call, a Redis round trip, an index search), and it runs with
-cold caches after every wait, so fewer, larger batches save CPU: at 200 req/s a 3 ms fill cut the
-scorer's CPU per request by 15-21 % and lowered p50 and p99. At 100 req/s the same window found
-a companion a quarter of the time and only added its 3 ms to p50 (9.2 -> 14.4 ms). So the window
-is used only when the recent arrival rate makes at least `min_expected` more requests within it
-likely; otherwise a request never waits for company.
+cold caches after every wait, so fewer, larger batches save CPU per request and lower the tail at
+high rates. At low rates a window rarely finds a companion and only adds its length to every
+request's latency. So the window is used only when the recent arrival rate makes at least
+`min_expected` more requests within it likely; otherwise a request never waits for company.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The real recommender: the session Transformer of models/ behind the scorer's protocols.
 
-Checkpoint convention (what the scorer loads from the ModelStore, and what `save_session_model`
-writes for tests, the benchmark and the trainer):
-- tensors: the `SessionTransformer` state dict; optionally a `DLRMRanker` state dict under
-  `ranker.`;
-- manifest.config: `SessionTransformerConfig` fields, plus `ranker`: `DLRMConfig` fields when a
-  ranker is stored;
-- manifest.id_maps["item"]: raw item id -> item index (1..n; 0 is padding).
-Retrieval is maximum inner product over `h . e_j + b_j` (models.retrieval folds the bias in).
+Versions are read in the format of models/session_checkpoint.py. Retrieval is maximum inner
+product over `h . e_j + b_j` (models.retrieval folds the bias in).
 """
 
 from __future__ import annotations
@@ -22,18 +16,16 @@ import torch
 
 from models.accelerators import BucketedGraphs, default_device, traced_inference
 from models.onnx_inference import onnx_inference
-from models.ranker import DLRMConfig, DLRMRanker
+from models.ranker import DLRMRanker
 from models.retrieval import FaissItemIndex, RetrievalConfig, mips_item_vectors, mips_queries
 from models.sequence_training import history_batch
-from models.session_config import SessionTransformerConfig
+from models.session_checkpoint import load_session_model
 from models.session_transformer import QueryEncoder, SessionTransformer
-from models.store import Manifest, ModelStore
+from models.store import ModelStore
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
 from serving.settings import CpuRuntime
 
 logger = logging.getLogger(__name__)
-RANKER_PREFIX = "ranker."
-ITEM_MAP = "item"
 
 
 def _examples(n_items: int, max_len: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -151,28 +143,22 @@ def load_session_bundle(
     cpu_runtime: CpuRuntime = "onnxruntime",
 ) -> ModelBundle:
     started = time.perf_counter()
-    tensors, manifest = ModelStore(store_root).load(name, version)
-    known = set(SessionTransformerConfig.model_fields)
-    config = SessionTransformerConfig(**{k: v for k, v in manifest.config.items() if k in known})
-    state = {k: v for k, v in tensors.items() if not k.startswith(RANKER_PREFIX)}
-    model = SessionTransformer(state["item_embedding.weight"].shape[0] - 1, config)
-    model.load_state_dict(state)
+    stored = load_session_model(ModelStore(store_root), name, version)
+    model = stored.model
     recommender = SessionRecommender(model, history_length, cpu_runtime=cpu_runtime)
-    item_index = {i: row for i, row in manifest.id_maps.get(ITEM_MAP, {}).items()
-                  if 0 < row <= model.n_items}
     index = FaissItemIndex(retrieval)
-    index.build(*recommender.index_vectors(np.array(sorted(item_index.values()), np.int64)))
+    index.build(*recommender.index_vectors(np.array(sorted(stored.item_rows.values()), np.int64)))
     item_ids = [""] * (model.n_items + 1)
-    for item_id, i in item_index.items():
+    for item_id, i in stored.item_rows.items():
         item_ids[i] = item_id
     bundle = ModelBundle(
         version=version,
-        published_at=published_at if published_at is not None else manifest.created_at,
+        published_at=published_at if published_at is not None else stored.manifest.created_at,
         item_ids=item_ids,
-        item_index=item_index,
+        item_index=stored.item_rows,
         recommender=recommender,
         index=index,
-        ranker=_ranker(tensors, manifest, recommender),
+        ranker=DlrmCandidateRanker(stored.ranker, recommender) if stored.ranker else None,
     )
     logger.info(
         "loaded model=%s version=%s items=%d ranker=%s seconds=%.2f",
@@ -180,39 +166,3 @@ def load_session_bundle(
     )
     return bundle
 
-
-def _ranker(
-    tensors: dict[str, torch.Tensor], manifest: Manifest, recommender: SessionRecommender
-) -> DlrmCandidateRanker | None:
-    raw = manifest.config.get("ranker")
-    if not isinstance(raw, dict):
-        return None
-    ranker = DLRMRanker(DLRMConfig(**raw))
-    ranker.load_state_dict(
-        {k[len(RANKER_PREFIX) :]: v for k, v in tensors.items() if k.startswith(RANKER_PREFIX)}
-    )
-    return DlrmCandidateRanker(ranker, recommender)
-
-
-def save_session_model(
-    store: ModelStore,
-    name: str,
-    version: str,
-    model: SessionTransformer,
-    item_ids: Sequence[str],
-    ranker: DLRMRanker | None = None,
-) -> Path:
-    """Stores a full checkpoint in the convention above; `item_ids[i]` has index i + 1."""
-    tensors = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    config = model.config.model_dump()
-    if ranker is not None:
-        tensors.update({RANKER_PREFIX + k: v for k, v in ranker.state_dict().items()})
-        config["ranker"] = ranker.config.model_dump()
-    manifest = Manifest(
-        name=name,
-        version=version,
-        kind="full",
-        config=config,
-        id_maps={ITEM_MAP: {item_id: i + 1 for i, item_id in enumerate(item_ids)}},
-    )
-    return store.save_full(name, tensors, manifest)

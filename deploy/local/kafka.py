@@ -151,14 +151,12 @@ class LocalKafka:
         self._format_storage(config)
         heap = f"{self.s.kafka_heap_mb}m"
         argv = self._java(
-            # Kafka's own launcher flags (a fixed-size heap: a small initial heap kept G1's young
-            # generation small; G1, marking started early) with two changes for the broker's
-            # young pauses, its largest stall on a shared 2-core host. What survives a young
-            # collection here lives on (the request metrics' reservoirs: -Xlog:gc+age showed each
-            # cohort's bytes unchanged through ages 1-7), so copying it between survivor spaces
-            # up to 15 times was most of each 11-25 ms pause; tenured at its first survival it is
-            # copied once. And an 8 ms goal instead of 20: G1 sized eden to spend the whole 20.
-            # Median young pauses 7-11 ms instead of 14-23 (README, Local infrastructure).
+            # Kafka's own launcher flags (a fixed-size heap, G1, marking started early) with two
+            # changes for the broker's young pauses, its largest stall on a shared small host.
+            # What survives a young collection here lives on (the request metrics' reservoirs),
+            # so copying it between survivor spaces up to 15 times is wasted: tenured at its first
+            # survival it is copied once. And an 8 ms pause goal, because G1 sizes eden to spend
+            # the whole goal (docs/operations.md, the local stack).
             f"-Xms{heap}",
             f"-Xmx{heap}",
             "-XX:+UseG1GC",

@@ -27,10 +27,9 @@ class StreamSettings(ServiceSettings):
     )
     script_chunk_events: int = Field(
         4, ge=1, le=20_000, description="Events per Redis script call: Redis runs a script "
-        "atomically, so this bounds how long one call blocks other clients (the scorer). Under "
-        "load a call costs ~0.3 ms of Redis per event; 4 keeps the scorer's wait near 1 ms for "
-        "~10 % more worker CPU than 16 at 1,000 events/s and a third less backlog throughput "
-        "(bench serve, bench ingest; README). Raise it for a backfill no scorer shares.",
+        "atomically, so this bounds how long one call blocks other clients (the scorer). Small "
+        "chunks keep the scorer's wait near a millisecond at the cost of worker CPU and backlog "
+        "throughput (docs/performance.md). Raise it for a backfill no scorer shares.",
     )
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."

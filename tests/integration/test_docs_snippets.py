@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from models.session_checkpoint import save_session_model
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
 from schemas.model_updates import ModelUpdate
 from schemas.topics import MODEL_UPDATES
 from serving.service import ScorerService
-from serving.session_model import save_session_model
 from serving.settings import ServeSettings
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from confluent_kafka import Message
 
+from models.session_checkpoint import save_session_model
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
@@ -22,7 +23,6 @@ from schemas.recommendations import RecommendationRequest, RecommendationRespons
 from schemas.topics import INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
 from schemas.wire import decode
 from serving.service import ScorerService
-from serving.session_model import save_session_model
 from serving.settings import CanaryPolicy, ServeSettings
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.writer import FeatureWriter

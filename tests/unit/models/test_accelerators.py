@@ -1,10 +1,7 @@
-"""Accelerator helpers fall back cleanly on CPU; frames pick a backend and compute features."""
+"""Accelerator helpers fall back cleanly on CPU."""
 
 from __future__ import annotations
 
-import math
-
-import pandas as pd
 import pytest
 import torch
 
@@ -15,7 +12,6 @@ from models.accelerators import (
     default_device,
     traced_inference,
 )
-from models.frames import frame_library, temporal_features, to_pandas
 
 
 def test_graphed_inference_runs_eagerly_on_cpu() -> None:
@@ -88,11 +84,3 @@ def test_bucketed_graphs_pad_to_the_next_bucket_and_return_only_the_real_rows() 
             assert torch.allclose(out, model(x), atol=1e-6)
     assert graphs.replays == 4  # 9 rows is past the last bucket: eager
 
-
-def test_temporal_features_on_the_selected_backend() -> None:
-    frame = pd.DataFrame({"user_id": ["a", "a", "b"], "timestamp": [0, 3_600, 21_600]})
-    out = to_pandas(temporal_features(frame))
-    assert out["gap_s"].tolist() == [-1, 3_600, -1]
-    assert out["hour_sin"].iloc[2] == pytest.approx(math.sin(math.pi / 2))
-    assert out["hour_cos"].iloc[0] == pytest.approx(1.0)
-    assert frame_library().__name__ in {"pandas", "cudf"}

@@ -1,4 +1,4 @@
-"""Retrieval: ANN recall against exact search on realistic item embeddings."""
+"""Retrieval: ANN recall against exact search, and MIPS over a trained model's item vectors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 import faiss
 import numpy as np
 import numpy.typing as npt
+import torch
 
 from models.retrieval import (
     FaissItemIndex,
@@ -15,6 +16,9 @@ from models.retrieval import (
     mips_queries,
     recall_at,
 )
+from models.sequence_training import SessionTrainer
+from models.sequences import Queries
+from models.session_config import SessionTransformerConfig
 
 
 def _realistic_embeddings(n: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -93,3 +97,21 @@ def test_searches_from_another_thread_than_the_build_use_the_configured_threads(
     searcher.join()
 
     assert seen == [3]
+
+
+def test_ann_over_a_trained_models_item_vectors_returns_its_top_items() -> None:
+    config = SessionTransformerConfig(dim=16, heads=2, layers=1, max_len=8, dropout=0.0)
+    trainer = SessionTrainer(30, config, torch.device("cpu"))
+    sequences = [np.array([1, 2, 3, 4]), np.array([2, 3, 4, 5])]
+    for _ in range(5):
+        trainer.partial_fit(sequences, [np.arange(4) * 60] * 2)
+    table = trainer.model.item_vectors().detach().float().numpy()[1:]
+    bias = trainer.model.item_bias.detach().float().numpy()[1:]
+    index = FaissItemIndex()
+    index.build(np.arange(1, 31, dtype=np.int64), mips_item_vectors(table, bias))
+    queries = Queries([np.array([1, 2, 3]), np.array([4])], [np.array([0, 1, 2]), np.array([0])],
+                      np.array([10, 10]), np.array([4, 5]))
+    query_vectors = trainer.encode_histories(queries.histories, queries.history_times)
+    _, found = index.search(mips_queries(query_vectors.numpy()), 10)
+    expected = np.argsort(-trainer.score(queries)[:, 1:], axis=1)[:, :10] + 1
+    assert np.array_equal(found, expected)

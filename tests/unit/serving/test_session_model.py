@@ -13,13 +13,14 @@ from models.onnx_inference import OnnxInference
 from models.ranker import DLRMConfig, DLRMRanker
 from models.retrieval import RetrievalConfig
 from models.sequence_training import history_batch
+from models.session_checkpoint import save_session_model
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
 from serving.ordering import BusinessRules
 from serving.registry import Deployment, Routing
 from serving.scorer import Scorer
-from serving.session_model import SessionRecommender, load_session_bundle, save_session_model
+from serving.session_model import SessionRecommender, load_session_bundle
 from serving.settings import CpuRuntime
 from tests.unit.serving.fakes import FakeReader, context, request, update
 
