@@ -86,7 +86,7 @@ def _seed(kafka: KafkaConnection, catalog: int) -> None:
     producer.flush(120)
 
 
-def _store_model(root: Path, catalog: int) -> Path:
+def _store_model(root: Path, catalog: int) -> None:
     import torch
 
     from models.session_checkpoint import save_session_model
@@ -96,9 +96,7 @@ def _store_model(root: Path, catalog: int) -> Path:
 
     torch.manual_seed(0)
     model = SessionTransformer(catalog, SessionTransformerConfig(dim=64, layers=2, max_len=50))
-    return save_session_model(
-        ModelStore(root), MODEL, "1.0", model, [f"i{n}" for n in range(catalog)]
-    )
+    save_session_model(ModelStore(root), MODEL, "1.0", model, [f"i{n}" for n in range(catalog)])
 
 
 @dataclass
@@ -246,11 +244,13 @@ def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 
     raise TimeoutError("scorer did not load the model in time")
 
 
-def _publish_model(kafka: KafkaConnection, location: Path) -> None:
+def _publish_model(kafka: KafkaConnection, store_root: Path) -> None:
+    from models.store import ModelStore
+
     producer = EventProducer(kafka)
     update = ModelUpdate(
-        model_name=MODEL, version="1.0", kind="full", location=str(location),
-        published_at=time.time(),
+        model_name=MODEL, version="1.0", kind="full",
+        sha256=ModelStore(store_root).digest(MODEL, "1.0"), published_at=time.time(),
     )
     producer.send(kafka.topic(MODEL_UPDATES), MODEL, update)
     producer.flush()
@@ -275,7 +275,8 @@ def run(
     stop_ingest = multiprocessing.get_context("spawn").Event()
     children: list[Any] = []
     try:
-        _publish_model(kafka, _store_model(workdir / "models", catalog_items))
+        _store_model(workdir / "models", catalog_items)
+        _publish_model(kafka, workdir / "models")
         _seed(kafka, catalog_items)
         worker = WorkerProcess(
             {

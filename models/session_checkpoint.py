@@ -96,10 +96,10 @@ def save_session_model(
 
 
 def load_session_model(
-    store: ModelStore, name: str, version: str | None = None
+    store: ModelStore, name: str, version: str | None = None, sha256: str | None = None
 ) -> SessionCheckpoint:
-    """Rebuilds the stored modules (delta chains resolved by the store)."""
-    tensors, manifest = store.load(name, version)
+    """Rebuilds the stored modules (delta chains resolved, and digests checked, by the store)."""
+    tensors, manifest = store.load(name, version, sha256)
     known = set(SessionTransformerConfig.model_fields)
     config = SessionTransformerConfig(**{k: v for k, v in manifest.config.items() if k in known})
     state = {k: v for k, v in tensors.items() if not k.startswith(RANKER_PREFIX)}

@@ -11,15 +11,24 @@ and every other tensor in full (dense weights are small); it names its ``parent`
 Loading a delta loads the parent chain first, then scatters the rows (growing a tensor when a
 delta added rows). Full retrains bump the major version, incremental updates the minor one.
 
+Every version has a **digest**: the sha256 of its weights file followed by its manifest file.
+Announcements carry it and the reader checks it before it uses a byte (``load(...,
+sha256=...)``); a delta's manifest records its parent's digest, so one checked digest vouches for
+the whole chain, as in a hash chain. Whatever else sits in a model's folder (staging folders of an
+interrupted write, stray files) is never taken for a version.
+
 API: ``ModelStore(root)``; ``save_full(name, tensors, manifest)``;
-``save_delta(name, parent, changed_rows, dense, manifest)``; ``load(name, version=None)`` ->
-``(tensors, manifest)``; ``versions(name)``; ``latest(name)``.
+``save_delta(name, parent, changed_rows, dense, manifest)``; ``load(name, version=None,
+sha256=None)`` -> ``(tensors, manifest)``; ``digest(name, version)``; ``versions(name)``;
+``latest(name)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 import shutil
 import time
 from pathlib import Path
@@ -27,12 +36,18 @@ from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save_file
 
 log = logging.getLogger(__name__)
 WEIGHTS = "weights.safetensors"
 MANIFEST = "manifest.json"
 ROWS, VALUES = ".rows", ".values"
+_VERSION_NAME = re.compile(r"[0-9]{1,6}\.[0-9]{1,9}")
+
+
+class IntegrityError(ValueError):
+    """A stored version's bytes are not the ones its announcement or child vouched for."""
 
 
 class Version(BaseModel):
@@ -70,6 +85,7 @@ class Manifest(BaseModel):
     id_maps: dict[str, dict[str, int]] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
     row_tensors: list[str] = Field(default_factory=list)
+    parent_sha256: str | None = Field(None, description="The parent version's digest (deltas).")
 
 
 class ModelStore:
@@ -82,7 +98,11 @@ class ModelStore:
         folder = self.root / name
         if not folder.exists():
             return []
-        found = [Version.parse(p.name) for p in folder.iterdir() if (p / MANIFEST).exists()]
+        found = [
+            Version.parse(p.name)
+            for p in folder.iterdir()
+            if _VERSION_NAME.fullmatch(p.name) and (p / MANIFEST).is_file()
+        ]
         return sorted(found, key=Version.key)
 
     def latest(self, name: str) -> Version | None:
@@ -116,7 +136,12 @@ class ModelStore:
         for key, (rows, values) in changed_rows.items():
             tensors[key + ROWS] = rows.to(torch.int64).contiguous()
             tensors[key + VALUES] = values.contiguous()
-        update = {"kind": "delta", "parent": parent, "row_tensors": sorted(changed_rows)}
+        update = {
+            "kind": "delta",
+            "parent": parent,
+            "row_tensors": sorted(changed_rows),
+            "parent_sha256": self.digest(name, parent),
+        }
         return self._write(name, tensors, manifest.model_copy(update=update))
 
     def _write(self, name: str, tensors: dict[str, torch.Tensor], manifest: Manifest) -> Path:
@@ -132,27 +157,40 @@ class ModelStore:
         log.info("stored model=%s version=%s kind=%s", name, manifest.version, manifest.kind)
         return final
 
+    def digest(self, name: str, version: str) -> str:
+        """sha256 of the version's weights file, then its manifest file."""
+        weights, manifest = self._read(name, version)
+        return _digest(weights, manifest)
+
     def load(
-        self, name: str, version: str | None = None
+        self, name: str, version: str | None = None, sha256: str | None = None
     ) -> tuple[dict[str, torch.Tensor], Manifest]:
-        """Tensors and manifest of ``version`` (default: latest), resolving delta chains."""
+        """Tensors and manifest of ``version`` (default: latest), resolving delta chains.
+        With ``sha256``, the version must have that digest (else :class:`IntegrityError`)."""
         chosen = version or (str(v) if (v := self.latest(name)) else None)
         if chosen is None:
             raise FileNotFoundError(f"no versions of {name} under {self.root}")
-        folder = self.root / name / chosen
-        manifest = Manifest.model_validate(json.loads((folder / MANIFEST).read_text()))
-        stored = load_file(str(folder / WEIGHTS))
+        weights, raw_manifest = self._read(name, chosen)
+        if sha256 is not None and _digest(weights, raw_manifest) != sha256:
+            raise IntegrityError(f"{name} {chosen}: digest differs from the announced one")
+        manifest = Manifest.model_validate(json.loads(raw_manifest))
+        stored = load_bytes(weights)
         if manifest.kind == "full":
             return stored, manifest
         if manifest.parent is None:
             raise ValueError(f"delta {name} {chosen} has no parent")
-        tensors, _ = self.load(name, manifest.parent)
+        tensors, _ = self.load(name, manifest.parent, manifest.parent_sha256)
         for key in manifest.row_tensors:
             tensors[key] = _scatter_rows(tensors.get(key), stored.pop(key + ROWS),
                                          stored.pop(key + VALUES))
         tensors.update(stored)
         return tensors, manifest
 
+    def _read(self, name: str, version: str) -> tuple[bytes, bytes]:
+        if not _VERSION_NAME.fullmatch(version):
+            raise ValueError(f"not a version: {version!r}")
+        folder = self.root / name / version
+        return (folder / WEIGHTS).read_bytes(), (folder / MANIFEST).read_bytes()
 
 def _scatter_rows(
     base: torch.Tensor | None, rows: torch.Tensor, values: torch.Tensor
@@ -170,3 +208,9 @@ def _scatter_rows(
 
 def _contiguous(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+
+
+def _digest(weights: bytes, manifest: bytes) -> str:
+    digest = hashlib.sha256(weights)
+    digest.update(manifest)
+    return digest.hexdigest()

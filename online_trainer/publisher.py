@@ -78,7 +78,7 @@ class Publisher:
                 kind="delta" if kind == "delta" else "full",
                 base_version=parent[0] if kind == "delta" and parent else None,
                 stage=self.stage,
-                location=str(path.resolve()),
+                sha256=self.store.digest(self.model_name, version),
                 metrics={k: float(v) for k, v in manifest.metrics.items()},
                 window=window,
                 published_at=published_at,
@@ -94,23 +94,24 @@ class Publisher:
         )
         return Publication(version, kind, str(path), n_changed, published_at)
 
-    def rollback(self, to_version: str, note: str) -> None:
-        """Point every scorer back at an earlier stored version, in one record."""
+    def rollback(self, to_version: str, from_version: str, note: str) -> ModelUpdate:
+        """Point every scorer back from `from_version` to an earlier stored version, in one
+        record (scorers ignore a backward move that does not name the version it replaces)."""
         _, manifest = self.store.load(self.model_name, to_version)
-        self.producer.send(
-            self.topic,
-            self.model_name,
-            ModelUpdate(
-                model_name=self.model_name,
-                version=to_version,
-                kind="full",
-                stage="serving",
-                location=str((self.store.root / self.model_name / to_version).resolve()),
-                metrics=dict(manifest.metrics),
-                published_at=time.time(),
-                note=f"rollback: {note}"[:2048],
-            ),
+        update = ModelUpdate(
+            model_name=self.model_name,
+            version=to_version,
+            kind="full",
+            stage="serving",
+            sha256=self.store.digest(self.model_name, to_version),
+            rollback_from=from_version,
+            metrics=dict(manifest.metrics),
+            published_at=time.time(),
+            note=f"rollback: {note}"[:2048],
         )
+        self.producer.send(self.topic, self.model_name, update)
         self.producer.flush()
-        logger.warning("rolled back model=%s to version=%s", self.model_name, to_version)
-
+        logger.warning(
+            "rolled back model=%s from=%s to=%s", self.model_name, from_version, to_version
+        )
+        return update

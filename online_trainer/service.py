@@ -14,14 +14,15 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
 from models.store import ModelStore
+from online_trainer.alerts import DriftAlerts
 from online_trainer.online_model import Interaction
 from online_trainer.publisher import Publisher
 from online_trainer.replay import RetrainWindow, replay_window, retrain_window
 from online_trainer.retrain import Mode, RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
-from schemas import ContractError, DriftAlert, InteractionEvent, decode
-from schemas.topics import ALERTS_DRIFT, INTERACTIONS
+from schemas import InteractionEvent
+from schemas.topics import INTERACTIONS
 from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import ContractLoop
 from streams.kafka.producer import EventProducer
@@ -61,15 +62,9 @@ class TrainerService:
             batch_size=settings.batch_size,
             batch_timeout_s=settings.batch_timeout_s,
         )
-        self.alerts = BatchConsumer(
-            settings.kafka,
-            settings.alerts_group_id,
-            [settings.kafka.topic(ALERTS_DRIFT)],
-            # Earliest, so an alert raised while the trainer (re)starts is not missed; stale
-            # ones from before the start are ignored by age instead.
-            auto_offset_reset="earliest",
+        self.alerts = DriftAlerts(
+            settings.kafka, settings.alerts_group_id, settings.alert_max_age_s
         )
-        self.started_at = time.time()
         self._retrain: threading.Thread | None = None
         self._scheduled: RetrainWindow | None = None
         self._retrain_result: RetrainResult | None = None
@@ -123,29 +118,30 @@ class TrainerService:
     # -- drift-triggered retrain ---------------------------------------------------------------
 
     def _poll_alerts(self) -> None:
-        for message in self.alerts.poll_batch(100, 0.0):
-            try:
-                alert = decode(DriftAlert, message.value())
-            except ContractError:
-                logger.warning("ignored invalid alert offset=%s", message.offset())
-                continue
-            fresh = alert.detected_at >= self.started_at - self.settings.alert_max_age_s
-            if alert.suggested_action == "retrain" and fresh:
+        for received in self.alerts.poll():
+            alert, message = received.alert, received.message
+            if alert.suggested_action == "retrain":
                 logger.warning(
                     "drift alert detector=%s metric=%s -> retrain", alert.detector, alert.metric
                 )
                 self._schedule_retrain(alert.change_started_at)
-            self.alerts.commit([message])
+                self.alerts.hold(message)
+                continue
+            if alert.suggested_action == "rollback" and alert.model_version is not None:
+                self.trainer.roll_back(alert.model_version, f"{alert.detector} on {alert.metric}")
+            self.alerts.done(message)
 
-    def _schedule_retrain(self, change_started_at: float | None) -> None:
+    def _schedule_retrain(self, change_started_at: float | None, delay_s: float = 0.0) -> None:
         """The first alert of a drift plans the retrain; alerts of the same drift that come
-        while it waits or runs add nothing."""
+        while it waits or runs add nothing. A failed retrain is planned again after a delay,
+        its alerts still pending."""
         if self._retrain is not None or self._scheduled is not None:
             return
         s = self.settings
-        self._scheduled = retrain_window(
+        plan = retrain_window(
             time.time(), s.retrain_window_s, change_started_at, s.retrain_min_after_change_s
         )
+        self._scheduled = RetrainWindow(plan.since, plan.start_at + delay_s)
         logger.info("retrain scheduled in_s=%.1f", self._scheduled.start_at - time.time())
 
     def _start_scheduled(self) -> None:
@@ -204,4 +200,7 @@ class TrainerService:
                         TopicPartition(tp.topic, tp.partition, ends[tp.partition])
                     )
             self.retrains += 1
+            self.alerts.release()
+        else:
+            self._schedule_retrain(None, delay_s=self.settings.retrain_retry_s)
         self.consumer.raw.resume(assignment)

@@ -103,5 +103,10 @@ class TrainSettings(ServiceSettings):
     )
     alerts_group_id: str = Field("streamrec-trainer-alerts", description="Group on alerts.drift.")
     alert_max_age_s: float = Field(
-        600.0, gt=0, description="Alerts older than this when the trainer starts are ignored."
+        600.0, gt=0, description="How far back a new alerts group starts reading (an existing "
+        "group resumes at its commit, so an alert still pending is read again however old)."
+    )
+    retrain_retry_s: float = Field(
+        300.0, ge=0, description="After a failed drift retrain, wait this long and retrain "
+        "again; its alerts stay pending meanwhile."
     )

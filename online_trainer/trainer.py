@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from models.session_checkpoint import session_manifest
 from models.session_config import SessionTransformerConfig
-from models.store import ModelStore
+from models.store import ModelStore, Version
 from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.gate import GateDecision, ValidationGate
 from online_trainer.ledger import OffsetLedger
@@ -245,6 +245,32 @@ class OnlineTrainer:
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
         self.checkpoint()
         return publication
+
+    # -- rollback -------------------------------------------------------------------------------
+
+    def roll_back(self, bad_version: str, reason: str) -> str | None:
+        """The drift policy's rollback of the version serving now: serve the newest stored
+        version before it again and keep learning from there (the online model that degraded
+        is dropped). Returns the version now serving, or None when there is nothing to do."""
+        if self.publisher is None or self.state.serving_version != bad_version:
+            logger.info("rollback ignored version=%s serving=%s", bad_version,
+                        self.state.serving_version)
+            return None
+        bad = Version.parse(bad_version).key()
+        older = [v for v in self.store.versions(self.settings.model_name) if v.key() < bad]
+        if not older:
+            logger.warning("rollback impossible version=%s: no earlier version", bad_version)
+            return None
+        target = str(older[-1])
+        self.publisher.rollback(target, bad_version, reason)
+        self.serving = self._load_version(target)
+        self.model = self.serving.frozen_copy()
+        self._tune(self.model)
+        self.state.serving_version = target
+        self.running = RunningMetrics(window=self.settings.gate_window_events)
+        self.gate.reset_serving()
+        self.checkpoint()
+        return target
 
     # -- full retrain ---------------------------------------------------------------------------
 

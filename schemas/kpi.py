@@ -13,7 +13,10 @@ from schemas.limits import MAX_K
 class KpiReport(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
+    report_id: Id
+    """The same for every publication of one window's counts (a monitor that restarts after
+    publishing and before committing publishes them again): consumers count each id once."""
     model_version: Id
     window_start: Timestamp
     window_end: Timestamp

@@ -1,4 +1,11 @@
-"""Model publications on `model.updates` (compacted, keyed by model name)."""
+"""Model publications on `model.updates` (compacted, keyed by model name).
+
+A record names a version in the model store, never a path, and carries the version's digest
+(models/store.py); the scorer loads from its own store root and checks the digest before it uses
+a byte. Versions only move forward: a record that points serving at an older version is honoured
+only when it says which serving version it rolls back (`rollback_from`), as the trainer's and the
+canary's rollbacks do.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,12 @@ from schemas.fields import STRICT_RECORD, Id, Text, Timestamp
 
 Version = Annotated[str, Field(pattern=r"^[0-9]{1,6}\.[0-9]{1,9}$")]
 """`major.minor`: a full retrain bumps major, each gated online publication bumps minor."""
+
+ModelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
+"""A folder name in the model store: no separators, no leading dot, so never a path."""
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+"""Lower-case hex sha256 (the pattern engine's `$` matches only at the very end)."""
 
 Metrics = Annotated[dict[Id, Annotated[float, Field(ge=-1e12, le=1e12)]], Field(max_length=64)]
 
@@ -25,14 +38,17 @@ class TrainingWindow(BaseModel):
 class ModelUpdate(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
-    model_name: Id
+    schema_version: Literal[2] = 2
+    model_name: ModelName
     version: Version
     kind: Literal["delta", "full"]
     base_version: Version | None = None
     """The version a delta applies on top of; None for a full checkpoint."""
     stage: Literal["candidate", "serving", "rolled_back"] = "serving"
-    location: Annotated[str, Field(min_length=1, max_length=1024)]
+    sha256: Sha256
+    """Digest of the stored version (weights file, then manifest file)."""
+    rollback_from: Version | None = None
+    """Set on an explicit rollback: the serving version this record replaces with an older one."""
     metrics: Metrics = Field(default_factory=dict)
     window: TrainingWindow | None = None
     published_at: Timestamp

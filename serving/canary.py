@@ -82,7 +82,9 @@ class CanaryJudge:
         self._pair: tuple[str, str] | None = None
         self._since = 0.0
         self._totals: dict[str, KpiTotals] = {}
+        self._counted: set[str] = set()
         self._decided = False
+        self.duplicates = 0
 
     def watch(self, serving: str | None, candidate: str | None, since: float) -> None:
         """Starts a fresh comparison whenever the pair changes (a new candidate or serving)."""
@@ -91,6 +93,7 @@ class CanaryJudge:
             return
         self._pair, self._since, self._decided = pair, since, False
         self._totals = {v: KpiTotals() for v in pair} if pair else {}
+        self._counted = set()
         if pair:
             logger.info("canary started serving=%s candidate=%s", *pair)
 
@@ -98,6 +101,10 @@ class CanaryJudge:
         totals = self._totals.get(report.model_version)
         if totals is None or self._decided or report.window_start < self._since:
             return None
+        if report.report_id in self._counted:
+            self.duplicates += 1
+            return None
+        self._counted.add(report.report_id)
         totals.add(report.responses, float(getattr(report, self.policy.kpi)))
         assert self._pair is not None  # totals exist only for a watched pair
         serving, candidate = self._pair

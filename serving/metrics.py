@@ -32,6 +32,10 @@ class ServeMetrics:
             ["role", "version"], registry=r,
         )
         self.swaps = Counter("streamrec_serve_model_swaps", "Routing switches.", registry=r)
+        self.updates_refused = Counter(
+            "streamrec_serve_model_updates_refused",
+            "model.updates records refused: a backward move that names no rollback.", registry=r,
+        )
         self.canary_decisions = Counter(
             "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
         )

@@ -73,13 +73,34 @@ class Desired:
     """Earlier serving updates, newest last: where a rollback of the serving version returns."""
 
 
+def forward(state: Desired, update: ModelUpdate) -> bool:
+    """Whether the update may move the desired state: serving versions only move forward unless
+    the record is an explicit rollback of the version serving now; a candidate must be newer
+    than what serves and than the candidate it replaces. Marking a version rolled back is
+    always allowed (it only ever returns to versions that served before)."""
+    key = version_key(update.version)
+    serving, canary = state.serving, state.canary
+    if update.stage == "serving":
+        if serving is None or key >= version_key(serving.version):
+            return True
+        return update.rollback_from == serving.version
+    if update.stage == "candidate":
+        newer_than_serving = serving is None or key > version_key(serving.version)
+        return newer_than_serving and (canary is None or key >= version_key(canary.version))
+    return True
+
+
 def desire(state: Desired, update: ModelUpdate) -> Desired:
     """The desired state after one update (pure; replay-safe)."""
+    if not forward(state, update):
+        return state
     version = update.version
     if update.stage == "serving":
         if state.serving is not None and state.serving.version == version:
             return state
         previous = state.previous if state.serving is None else (*state.previous, state.serving)
+        if update.rollback_from is not None:
+            previous = tuple(p for p in previous if version_key(p.version) < version_key(version))
         canary = state.canary
         if canary is not None and version_key(canary.version) <= version_key(version):
             canary = None
@@ -108,6 +129,8 @@ class ModelRegistry:
         self._stop = False
         self._failed: set[str] = set()
         self.swaps = 0
+        self.refused = 0
+        """Updates that would have moved a version backward without naming a rollback."""
         self.on_change: Callable[[Routing], None] = lambda _routing: None
         self._thread = threading.Thread(target=self._run, name="model-loader", daemon=True)
         self._thread.start()
@@ -120,8 +143,16 @@ class ModelRegistry:
     def desired(self) -> Desired:
         return self._desired
 
-    def apply(self, update: ModelUpdate) -> None:
+    def apply(self, update: ModelUpdate) -> bool:
+        """Moves the desired state; False when the update was refused (see `forward`)."""
         with self._changed:
+            if not forward(self._desired, update):
+                self.refused += 1
+                logger.warning(
+                    "model update refused model=%s version=%s stage=%s reason=backward",
+                    update.model_name, update.version, update.stage,
+                )
+                return False
             self._desired = desire(self._desired, update)
             self._failed.discard(update.version)
             self._changed.notify_all()
@@ -129,6 +160,7 @@ class ModelRegistry:
             "model update model=%s version=%s stage=%s",
             update.model_name, update.version, update.stage,
         )
+        return True
 
     def wait_until_settled(self, timeout_s: float) -> bool:
         """True once the loaded state matches the desired one (for tests and start-up)."""

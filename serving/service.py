@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -192,16 +191,17 @@ class ScorerService:
         self.partitions -= {p.partition for p in partitions}
 
     def _load(self, update: ModelUpdate) -> ModelBundle:
-        location = Path(update.location)
-        root = location.parent.parent if (location / "manifest.json").exists() else None
+        # The record names a version and vouches for its bytes; where models live is this
+        # scorer's own setting, never the record's.
         bundle = load_session_bundle(
-            root or self.settings.model_store,
+            self.settings.model_store,
             update.model_name,
             update.version,
             self.settings.retrieval,
             self.settings.history_length,
             published_at=update.published_at,
             cpu_runtime=self.settings.encoder_cpu_runtime,
+            sha256=update.sha256,
         )
         # Categories of the whole catalog up front, so filters never wait on a cold cache.
         self.reader.warm_categories([i for i in bundle.item_ids if i])
@@ -244,8 +244,10 @@ class ScorerService:
 
     def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
         for envelope in batch:
-            if envelope.record.model_name == self.settings.model_name:
-                self.registry.apply(envelope.record)
+            if envelope.record.model_name != self.settings.model_name:
+                continue
+            if not self.registry.apply(envelope.record):
+                self.metrics.updates_refused.inc()
         return []
 
     def _on_kpis(self, batch: list[Envelope[KpiReport]]) -> list[RecordRejected]:
@@ -284,13 +286,14 @@ class ScorerService:
         if latest is None:
             logger.info("no model in store=%s; serving popularity", self.settings.model_store)
             return
-        folder = self.settings.model_store / self.settings.model_name / str(latest)
+        version = str(latest)
+        folder = self.settings.model_store / self.settings.model_name / version
         self.registry.apply(
             ModelUpdate(
                 model_name=self.settings.model_name,
-                version=str(latest),
+                version=version,
                 kind="full",
-                location=str(folder),
+                sha256=store.digest(self.settings.model_name, version),
                 published_at=(folder / "manifest.json").stat().st_mtime,
                 note="bootstrap from the model store",
             )

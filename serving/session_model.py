@@ -141,9 +141,11 @@ def load_session_bundle(
     history_length: int,
     published_at: float | None = None,
     cpu_runtime: CpuRuntime = "onnxruntime",
+    sha256: str | None = None,
 ) -> ModelBundle:
+    """The version's bundle; with `sha256`, only if the stored bytes have that digest."""
     started = time.perf_counter()
-    stored = load_session_model(ModelStore(store_root), name, version)
+    stored = load_session_model(ModelStore(store_root), name, version, sha256)
     model = stored.model
     recommender = SessionRecommender(model, history_length, cpu_runtime=cpu_runtime)
     index = FaissItemIndex(retrieval)

@@ -169,6 +169,10 @@ class MonitorService:
             self.pipeline.clock.register(f"{tp.topic}:{tp.partition}", wall)
         bound = reported_through(consumer.committed(partitions, timeout=_COMMITTED_TIMEOUT_S))
         self.pipeline.resume_after(bound)
+        # Eager (range) assignment: `partitions` is the whole assignment.
+        self.pipeline.windows.source = ",".join(
+            sorted(f"{tp.topic}:{tp.partition}" for tp in partitions)
+        )
         logger.info("assigned partitions=%d reported_through=%s", len(partitions), bound)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

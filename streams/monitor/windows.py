@@ -8,6 +8,7 @@ share of responses with at least one hit / click / purchase.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -29,6 +30,8 @@ class KpiWindows:
     k: int
     closed_through: float = -math.inf
     late: int = 0
+    source: str = ""
+    """The input partitions these windows count (set on assignment); part of each report id."""
     _open: dict[tuple[float, str], _Counts] = field(default_factory=dict)
 
     def start_of(self, at: float) -> float:
@@ -59,7 +62,9 @@ class KpiWindows:
                 for start, version in done]
 
     def _report(self, start: float, version: str, c: _Counts) -> KpiReport:
+        key = f"{version}|{start!r}|{start + self.size_s!r}|{self.source}"
         return KpiReport(
+            report_id=hashlib.sha256(key.encode()).hexdigest()[:32],
             model_version=version,
             window_start=start,
             window_end=start + self.size_s,

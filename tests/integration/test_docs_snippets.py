@@ -62,10 +62,10 @@ def scorer(
     torch.manual_seed(0)
     items = [f"i{n}" for n in range(1000, 1300)]
     model = SessionTransformer(len(items), SessionTransformerConfig(dim=16, max_len=50, layers=1))
-    path = save_session_model(ModelStore(tmp_path), model_name, "1.0", model, items)
+    save_session_model(ModelStore(tmp_path), model_name, "1.0", model, items)
     update = ModelUpdate.model_validate(
         {"model_name": model_name, "version": "1.0", "kind": "full", "stage": "serving",
-         "location": str(path), "published_at": time.time()}
+         "sha256": ModelStore(tmp_path).digest(model_name, "1.0"), "published_at": time.time()}
     )
     producer = EventProducer(plain)
     producer.send(plain.topic(MODEL_UPDATES), model_name, update)

@@ -13,7 +13,7 @@ from online_trainer.online_model import OnlineModel
 from online_trainer.service import TrainerService
 from online_trainer.settings import TrainSettings
 from online_trainer.vocabulary import IdVocabulary
-from schemas import DriftAlert, ModelUpdate, decode
+from schemas import DriftAlert, ModelUpdate, decode, encode
 from schemas.topics import ALERTS_DRIFT, MODEL_UPDATES
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
@@ -84,22 +84,32 @@ def test_a_new_item_is_recommendable_after_the_next_publication_without_restart(
         decode(ModelUpdate, m.value()) for m in read_all(kafka, kafka.topic(MODEL_UPDATES), 2)
     ]
     assert updates[-1].version == manifest.version
-    assert Path(updates[-1].location).exists()
+    assert updates[-1].sha256 == store.digest(settings.model_name, manifest.version)
 
 
 def _send_retrain_alert(
     kafka: KafkaConnection, alert_id: str, detected_at: float,
     change_started_at: float | None = None,
 ) -> None:
-    """A critical KPI alert suggesting a retrain, as the monitor would publish it."""
+    """A critical KPI alert suggesting a retrain, as the monitor would publish it then."""
     producer = EventProducer(kafka)
     alert = DriftAlert(
         alert_id=alert_id, detector="kpi.hit_rate", metric="hit_rate", baseline=0.3,
         current=0.1, severity="critical", suggested_action="retrain",
         detected_at=detected_at, change_started_at=change_started_at,
     )
-    producer.send(kafka.topic(ALERTS_DRIFT), alert.detector, alert)
-    producer.flush()
+    record_time_ms = int(detected_at * 1000)
+    topic = kafka.topic(ALERTS_DRIFT)
+    producer.send_raw(topic, alert.detector, encode(alert), None, record_time_ms)
+    producer.close()
+
+
+def _poll_until(service: TrainerService, done: Callable[[], bool], polls: int = 50) -> None:
+    for _ in range(polls):
+        service._poll_alerts()
+        if done():
+            return
+        time.sleep(0.1)
 
 
 def test_a_drift_alert_leads_to_a_retrain_and_a_new_major_version(
@@ -138,12 +148,36 @@ def test_stale_alerts_from_before_the_start_are_ignored(
     _send_retrain_alert(kafka, "old", time.time() - 3600)
     service = TrainerService(train_settings(kafka, tmp_path, alert_max_age_s=60.0))
     try:
-        for _ in range(30):
-            service._poll_alerts()
-            time.sleep(0.1)
-        assert service._retrain is None
+        _poll_until(service, lambda: service._scheduled is not None, polls=30)
+        assert service._scheduled is None and service._retrain is None
     finally:
         service.close()
+
+
+def test_a_retrain_alert_stays_pending_until_its_retrain_has_published(
+    kafka: KafkaConnection, tmp_path: Path
+) -> None:
+    _send_retrain_alert(kafka, "pending", time.time())
+    settings = train_settings(kafka, tmp_path)
+    first = TrainerService(settings)
+    try:
+        _poll_until(first, lambda: first._scheduled is not None)
+        assert first._scheduled is not None and first.alerts.pending
+    finally:
+        first.close()  # the trainer dies before the retrain it planned
+    second = TrainerService(settings)
+    try:
+        _poll_until(second, lambda: second._scheduled is not None)
+        assert second._scheduled is not None  # the alert was read again
+        second.alerts.release()  # as a finished retrain does
+    finally:
+        second.close()
+    third = TrainerService(settings)
+    try:
+        _poll_until(third, lambda: third._scheduled is not None, polls=30)
+        assert third._scheduled is None
+    finally:
+        third.close()
 
 
 def test_a_dated_alert_retrains_on_the_events_since_the_change_once_enough_exist(

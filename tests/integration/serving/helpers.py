@@ -48,7 +48,8 @@ def save_model(root: Path, version: str, seed: int = 0) -> Path:
 def model_update(path: Path, version: str, stage: str = "serving") -> ModelUpdate:
     return ModelUpdate.model_validate(
         {"model_name": MODEL, "version": version, "kind": "full", "stage": stage,
-         "location": str(path), "published_at": time.time()}
+         "sha256": ModelStore(path.parent.parent).digest(MODEL, version),
+         "published_at": time.time()}
     )
 
 

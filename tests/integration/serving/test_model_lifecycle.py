@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,8 @@ def kpi(version: str, responses_: int, hit_rate: float) -> KpiReport:
     now = time.time()
     hits = round(responses_ * hit_rate)
     return KpiReport(
-        model_version=version, window_start=now, window_end=now + 1, k=10,
+        report_id=uuid.uuid4().hex, model_version=version,
+        window_start=now, window_end=now + 1, k=10,
         responses=responses_, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
     )

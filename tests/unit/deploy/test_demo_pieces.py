@@ -10,14 +10,15 @@ from schemas import KpiReport, ModelUpdate
 
 def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiReport:
     return KpiReport(
-        model_version=version, window_start=start, window_end=start + 5.0, k=10,
+        report_id=f"{version}-{start}", model_version=version,
+        window_start=start, window_end=start + 5.0, k=10,
         responses=responses, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hits / responses, ctr=hits / responses, conversion_rate=0.0,
     )
 
 
 def _update(version: str, at: float) -> ModelUpdate:
-    return ModelUpdate(model_name="m", version=version, kind="full", location="/x",
+    return ModelUpdate(model_name="m", version=version, kind="full", sha256="0" * 64,
                        published_at=at)
 
 

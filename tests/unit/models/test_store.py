@@ -11,7 +11,7 @@ import torch
 from models.sequence_training import SessionTrainer
 from models.sequences import Queries
 from models.session_config import SessionTransformerConfig
-from models.store import Manifest, ModelStore
+from models.store import IntegrityError, Manifest, ModelStore
 
 
 def _manifest(version: str) -> Manifest:
@@ -69,3 +69,45 @@ def test_versions_are_ordered_and_never_overwritten(tmp_path: Path) -> None:
     assert str(store.next_version("m", major=True)) == "3.0"
     with pytest.raises(FileExistsError):
         store.save_full("m", {"w": torch.zeros(1)}, _manifest("2.0"))
+
+
+def test_a_version_whose_bytes_changed_is_refused_by_its_digest(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(3, 2)}, _manifest("1.0"))
+    digest = store.digest("m", "1.0")
+    assert store.load("m", "1.0", sha256=digest)[1].version == "1.0"
+    store.save_full("m", {"table": torch.zeros(3, 2)}, _manifest("2.0"))
+    with pytest.raises(IntegrityError):
+        store.load("m", "2.0", sha256=digest)  # another version's digest vouches for nothing
+    manifest = tmp_path / "m" / "1.0" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"ndcg@10": 0.1', '"ndcg@10": 0.9'))
+    with pytest.raises(IntegrityError):
+        store.load("m", "1.0", sha256=digest)
+
+
+def test_a_delta_vouches_for_its_parent(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(3, 2)}, _manifest("1.0"))
+    store.save_delta("m", "1.0", {"table": (torch.tensor([0]), torch.zeros(1, 2))}, {},
+                     _manifest("1.1"))
+    digest = store.digest("m", "1.1")
+    assert torch.equal(store.load("m", "1.1", sha256=digest)[0]["table"][0], torch.zeros(2))
+    parent = tmp_path / "m" / "1.0" / "weights.safetensors"
+    from safetensors.torch import save_file
+
+    save_file({"table": torch.full((3, 2), 7.0)}, str(parent))  # the parent swapped under it
+    with pytest.raises(IntegrityError):
+        store.load("m", "1.1", sha256=digest)
+
+
+def test_anything_else_in_a_models_folder_is_not_a_version(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(1)}, _manifest("1.0"))
+    for stray in (".2.0.tmp", "latest", "9.9.9", "../x"):
+        folder = tmp_path / "m" / stray
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "manifest.json").write_text("{}")
+    (tmp_path / "m" / "notes.txt").write_text("")
+    assert [str(v) for v in store.versions("m")] == ["1.0"]
+    with pytest.raises(ValueError):
+        store.load("m", "../x")

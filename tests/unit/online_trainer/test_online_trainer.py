@@ -140,3 +140,30 @@ def test_loss_is_finite_on_every_batch(tmp_path: Path) -> None:
         ]
         loss = trainer.model.learn(interactions)
         assert math.isfinite(loss), f"batch starting at {lo}: loss={loss}"
+
+
+def test_a_rollback_serves_the_previous_version_again_and_publishes_forward_from_it(
+    tmp_path: Path,
+) -> None:
+    trainer, sink = _trainer(tmp_path)
+    stream = envelopes(1200)
+    trainer.train_batch(stream[:600])
+    trainer.publish(None, major=True)
+    trainer.train_batch(stream[600:900])
+    trainer.publish(None, major=False)
+    assert trainer.state.serving_version == "1.1"
+
+    assert trainer.roll_back("1.0", "not the serving version") is None
+    assert trainer.roll_back("1.1", "kpi.ctr dropped") == "1.0"
+    back = sink.records[-1]
+    assert (back.version, back.stage, back.rollback_from) == ("1.0", "serving", "1.1")
+    assert back.sha256 == trainer.store.digest("session_transformer", "1.0")
+    assert trainer.state.serving_version == "1.0"
+    served, _ = trainer.store.load("session_transformer", "1.0")
+    assert torch.equal(trainer.model.tensors()["item_bias"][: len(served["item_bias"])],
+                       served["item_bias"])
+
+    trainer.train_batch(stream[900:])
+    trainer.publish(None, major=False)
+    after = sink.records[-1]
+    assert after.version == "1.2" and after.base_version in (None, "1.0")

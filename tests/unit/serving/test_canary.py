@@ -1,4 +1,5 @@
 import time
+import uuid
 
 import pytest
 
@@ -16,9 +17,12 @@ def totals(responses: int, rate: float) -> KpiTotals:
     return t
 
 
-def report(version: str, responses: int, hit_rate: float, start: float) -> KpiReport:
+def report(
+    version: str, responses: int, hit_rate: float, start: float, report_id: str | None = None
+) -> KpiReport:
     hits = round(responses * hit_rate)
     return KpiReport(
+        report_id=report_id or uuid.uuid4().hex,
         model_version=version, window_start=start, window_end=start + 60, k=10,
         responses=responses, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
@@ -56,6 +60,16 @@ def test_judge_pools_windows_and_decides_once() -> None:
     decision = j.record(report("1.1", 80, 0.1, now))
     assert decision is not None and decision.action == "rollback"
     assert j.record(report("1.1", 80, 0.1, now)) is None
+
+
+def test_a_report_published_twice_is_counted_once() -> None:
+    now = time.time()
+    j = CanaryJudge(POLICY)
+    j.watch("1.0", "1.1", since=now)
+    j.record(report("1.0", 160, 0.2, now))
+    j.record(report("1.1", 80, 0.1, now, report_id="w1"))
+    assert j.record(report("1.1", 80, 0.1, now, report_id="w1")) is None  # 160 if counted twice
+    assert j.duplicates == 1
 
 
 def test_windows_from_before_the_canary_started_are_ignored() -> None:

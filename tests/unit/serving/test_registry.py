@@ -35,6 +35,49 @@ def test_a_newer_serving_version_retires_an_older_canary() -> None:
     assert state.canary is None
 
 
+def test_an_older_serving_version_without_a_rollback_is_refused() -> None:
+    state = replay(update("1.0"), update("2.0"), update("1.3"))
+    assert state.serving is not None and state.serving.version == "2.0"
+
+
+def test_an_explicit_rollback_of_the_serving_version_moves_back() -> None:
+    back = update("1.0").model_copy(update={"rollback_from": "1.1"})
+    state = replay(update("1.0"), update("1.1"), back, update("1.2"))
+    assert state.serving is not None and state.serving.version == "1.2"
+    assert [p.version for p in state.previous] == ["1.0"]
+
+
+def test_a_rollback_naming_another_version_is_refused() -> None:
+    back = update("1.0").model_copy(update={"rollback_from": "1.1"})
+    state = replay(update("1.0"), update("1.1"), update("1.2"), back)
+    assert state.serving is not None and state.serving.version == "1.2"
+
+
+def test_a_candidate_older_than_what_serves_is_refused() -> None:
+    state = replay(update("2.0"), update("1.5", "candidate"))
+    assert state.canary is None
+
+
+def test_the_registry_counts_refused_updates_and_keeps_serving() -> None:
+    loaded: list[str] = []
+
+    def loader(u: ModelUpdate) -> ModelBundle:
+        loaded.append(u.version)
+        return make_bundle(u.version)
+
+    registry = ModelRegistry(loader, canary_share=0.1)
+    try:
+        registry.apply(update("2.0"))
+        assert registry.wait_until_settled(5)
+        registry.apply(update("1.0"))
+        assert registry.wait_until_settled(5)
+        assert registry.refused == 1 and loaded == ["2.0"]
+        assert registry.snapshot().serving is not None
+        assert registry.snapshot().serving.version == "2.0"  # type: ignore[union-attr]
+    finally:
+        registry.close()
+
+
 def test_canary_share_is_stable_per_user_and_close_to_the_configured_share() -> None:
     routing = Routing(deployment("1.0"), deployment("1.1"), canary_share=0.2)
     first = [routing.route(f"u{i}")[1] for i in range(5000)]

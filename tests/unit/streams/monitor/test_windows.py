@@ -49,3 +49,17 @@ def test_outcomes_for_reported_windows_are_counted_late_not_reopened() -> None:
 
 def test_windows_are_aligned_to_their_size() -> None:
     assert KpiWindows(size_s=300, k=1).start_of(T0 + 299.9) == pytest.approx(T0)
+
+
+def test_a_window_reported_again_after_a_restart_keeps_its_id() -> None:
+    def report_ids(source: str) -> list[str]:
+        windows = KpiWindows(size_s=300, k=10, source=source)
+        windows.add(outcome(T0))
+        windows.add(outcome(T0 + 1, version="v2"))
+        windows.add(outcome(T0 + 301))
+        return [r.report_id for r in windows.close(T0 + 600)]
+
+    first = report_ids("responses:0,responses:1")
+    assert first == report_ids("responses:0,responses:1")
+    assert len(set(first)) == 3  # per version and window
+    assert set(first).isdisjoint(report_ids("responses:2"))  # another instance's counts
