@@ -20,7 +20,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from streams.feature_worker.batch import PositionedEvent, script_args
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_args
 from streams.redis.connection import RedisConnection
 from streams.redis.script_connection import ScriptConnection
 
@@ -74,9 +74,10 @@ class ApplyOutcome:
 class FeatureWriter:
     """Applies batches through the `streams` ACL user; idempotent per (partition, offset)."""
 
-    def __init__(self, client: ScriptRunner, key_prefix: str) -> None:
+    def __init__(self, client: ScriptRunner, key_prefix: str, ttls: KeyTtls = KeyTtls()) -> None:
         self._client = client
         self._prefix = key_prefix
+        self._ttls = ttls
 
     @staticmethod
     def connect(connection: RedisConnection) -> ScriptConnection:
@@ -87,7 +88,7 @@ class FeatureWriter:
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        args = script_args(self._prefix, batch)
+        args = script_args(self._prefix, self._ttls, batch)
         try:
             reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
         except NoScriptError:
