@@ -63,6 +63,19 @@ def grow_optimizer_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) 
             state[key] = torch.cat([value, value.new_zeros((pad, *value.shape[1:]))])
 
 
+def reset_optimizer_rows(
+    optimizer: torch.optim.Optimizer, param: torch.Tensor, rows: torch.Tensor
+) -> None:
+    """Zeroes each per-element state tensor of ``param`` at ``rows`` (first dimension): a row
+    handed to another id starts from the state a fresh row has."""
+    state = optimizer.state.get(param)
+    if not state:
+        return
+    for value in state.values():
+        if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape == param.shape:
+            value[rows.to(value.device)] = 0
+
+
 class EmbeddingConfig(BaseModel):
     """Admission, eviction, tiering and optimizer settings of a :class:`FusedEmbedding`."""
 
