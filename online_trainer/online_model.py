@@ -63,8 +63,11 @@ class OnlineModel:
         self.context = min(context or config.max_len, config.max_len)
         self.train_context = self.context
         """Events each learning step attends to; may exceed `context` (see `tune_online`)."""
-        self.items = vocabulary or IdVocabulary()
-        self.histories = histories or UserHistories(config.max_len, max_users)
+        # `is None`, not `or`: an empty vocabulary is falsy and still carries its limits.
+        self.items = IdVocabulary() if vocabulary is None else vocabulary
+        if histories is None:
+            histories = UserHistories(config.max_len, max_users)
+        self.histories = histories
         self.trainer = SessionTrainer(max(len(self.items), 1) + _GROW_CHUNK, config)
 
     # -- prequential scoring ------------------------------------------------------------------
