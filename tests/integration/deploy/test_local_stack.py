@@ -47,5 +47,5 @@ def test_redis_runs_with_the_configured_memory_bound_and_no_eviction(
     stack: LocalStack, redis_admin: redis.Redis
 ) -> None:
     config = redis_admin.config_get("maxmemory*")
-    assert int(config["maxmemory"]) == stack.settings.redis_maxmemory_mb * 1024 * 1024
+    assert int(str(config["maxmemory"])) == stack.settings.redis_maxmemory_mb * 1024 * 1024
     assert config["maxmemory-policy"] == "noeviction"
