@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch convention
 
 from models.accelerators import autocast_context, default_device
-from models.embeddings import grow_optimizer_state
+from models.embeddings import grow_optimizer_state, reset_optimizer_rows
 from models.item_init import spectral_item_vectors
 from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequences import Queries, UserSequences
@@ -144,6 +144,15 @@ class SessionTrainer:
         if self.model.n_items > before:
             grow_optimizer_state(self.optimizer, self.model.item_embedding.weight)
             grow_optimizer_state(self.optimizer, self.model.item_bias)
+
+    def reset_items(self, rows: Sequence[int]) -> None:
+        """Recycled item rows: fresh weights and fresh AdamW moments, as a new row gets."""
+        if not rows:
+            return
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        self.model.reset_items(index)
+        reset_optimizer_rows(self.optimizer, self.model.item_embedding.weight, index)
+        reset_optimizer_rows(self.optimizer, self.model.item_bias, index)
 
     @torch.no_grad()
     def init_items_from(self, train: UserSequences) -> None:

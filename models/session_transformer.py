@@ -189,6 +189,16 @@ class SessionTransformer(nn.Module):
         self.item_bias.data = bias
 
 
+    @torch.no_grad()
+    def reset_items(self, rows: torch.Tensor) -> None:
+        """Fresh weights for ``rows`` (an id's row handed to another id): the initialisation a
+        new row gets, bias zero."""
+        weight = self.item_embedding.weight
+        fresh = torch.randn(len(rows), self.dim, device=weight.device) / math.sqrt(self.dim)
+        weight[rows.to(weight.device)] = fresh.to(weight.dtype)
+        self.item_bias[rows.to(weight.device)] = 0
+
+
 class QueryEncoder(nn.Module):
     """`SessionTransformer.encode` as a module's forward: what tracing, ONNX export and CUDA
     graph capture record."""

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from online_trainer.histories import UserHistories
 from online_trainer.ledger import OffsetLedger
-from online_trainer.vocabulary import IdVocabulary
+from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
 
 _WEIGHTS = "model.safetensors"
 _OPTIMIZER = "optimizer.pt"
@@ -69,6 +69,7 @@ class CheckpointStore:
                     "batches": state.batches,
                     "metrics": state.metrics,
                     "items": items.mapping(),
+                    "item_sightings": items.sightings(),
                     "histories": histories.to_state(),
                 }
             )
@@ -81,7 +82,7 @@ class CheckpointStore:
         shutil.rmtree(old, ignore_errors=True)
 
     def load(
-        self, max_len: int, max_users: int
+        self, max_len: int, max_users: int, limits: VocabularyLimits | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
         folder = self.current if self.exists() else self.root / "checkpoint.old"
         raw = json.loads((folder / _STATE).read_text())
@@ -96,7 +97,7 @@ class CheckpointStore:
         return (
             load_file(str(folder / _WEIGHTS)),
             optimizer,
-            IdVocabulary(raw["items"]),
+            IdVocabulary(raw["items"], limits, raw.get("item_sightings")),
             UserHistories.from_state(raw["histories"], max_len, max_users),
             state,
         )

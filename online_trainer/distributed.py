@@ -28,7 +28,7 @@ from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.retrain import full_retrain
-from online_trainer.vocabulary import IdVocabulary
+from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +75,13 @@ def shard(train: UserSequences, rank: int, world: int) -> UserSequences:
     )
 
 
-def write_dataset(path: Path, interactions: list[Interaction], items: dict[str, int]) -> None:
+def write_dataset(path: Path, interactions: list[Interaction], items: IdVocabulary) -> None:
     path.write_text(
         json.dumps(
             {
-                "items": items,
+                "items": items.mapping(),
+                "item_sightings": items.sightings(),
+                "item_limits": [items.limits.min_count, items.limits.max_rows],
                 "events": [[e.user, e.item, e.timestamp] for e in interactions],
             }
         )
@@ -106,7 +108,9 @@ def main() -> None:
     )
     raw = json.loads(args.data.read_text())
     interactions = [Interaction(u, i, int(t)) for u, i, t in raw["events"]]
-    base = OnlineModel(config, IdVocabulary(raw["items"]))
+    min_count, max_rows = raw["item_limits"]
+    limits = VocabularyLimits(min_count, max_rows)
+    base = OnlineModel(config, IdVocabulary(raw["items"], limits, raw["item_sightings"]))
     result = full_retrain(interactions, base, config, "scratch", trainer_factory=AllReduceTrainer)
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,10 @@
 Per micro-batch (events in partition order):
 1. `score(batch)`: point-in-time queries (each event sees only the events before it, including
    earlier events of the same batch) -> full-catalog rank of the true item (prequential);
-2. `learn(batch)`: admit new ids (grow the tables, keeping rows and optimiser moments), append
-   the events to the histories, take optimisation steps on the touched users' sequences.
+2. `learn(batch)`: admit new ids (grow the tables, keeping rows and optimiser moments; reset the
+   rows the bounded vocabulary recycled), append the events to the histories, take optimisation
+   steps on the touched users' sequences. An event whose item has no row yet (fewer sightings
+   than the vocabulary's `min_count`) is neither history nor target.
 A repeat of the user's previous item (view -> click of the same item) is no next-item example:
 it extends neither the history nor the metrics.
 """
@@ -61,8 +63,11 @@ class OnlineModel:
         self.context = min(context or config.max_len, config.max_len)
         self.train_context = self.context
         """Events each learning step attends to; may exceed `context` (see `tune_online`)."""
-        self.items = vocabulary or IdVocabulary()
-        self.histories = histories or UserHistories(config.max_len, max_users)
+        # `is None`, not `or`: an empty vocabulary is falsy and still carries its limits.
+        self.items = IdVocabulary() if vocabulary is None else vocabulary
+        if histories is None:
+            histories = UserHistories(config.max_len, max_users)
+        self.histories = histories
         self.trainer = SessionTrainer(max(len(self.items), 1) + _GROW_CHUNK, config)
 
     # -- prequential scoring ------------------------------------------------------------------
@@ -120,7 +125,7 @@ class OnlineModel:
         self.ensure_capacity()
         touched: dict[str, int] = {}
         for event, row in zip(batch, rows, strict=True):
-            if self.histories.last_item(event.user) == row:
+            if not row or self.histories.last_item(event.user) == row:
                 continue
             self.histories.append(event.user, row, event.timestamp)
             touched[event.user] = touched.get(event.user, 0) + 1
@@ -146,15 +151,21 @@ class OnlineModel:
                 group["lr"] = lr
 
     def ensure_capacity(self) -> None:
+        """Rows for every admitted id; recycled rows start afresh in the model and histories."""
         if len(self.items) + 1 > self.trainer.model.n_items:
-            self.trainer.grow_items(len(self.items) + _GROW_CHUNK)
+            bound = self.items.limits.max_rows
+            self.trainer.grow_items(min(len(self.items) + _GROW_CHUNK, bound))
+        recycled = sorted(self.items.take_recycled())
+        if recycled:
+            self.trainer.reset_items(recycled)
+            self.histories.forget_rows(recycled)
 
     # -- snapshots ----------------------------------------------------------------------------
 
     def frozen_copy(self) -> OnlineModel:
         """An independent copy (weights, ids, histories) for the gate's serving baseline."""
         twin = copy.copy(self)  # keeps config and context
-        twin.items = IdVocabulary(self.items.mapping())
+        twin.items = self.items.copy()
         twin.histories = copy.deepcopy(self.histories)
         twin.trainer = copy.deepcopy(self.trainer)
         return twin

@@ -38,12 +38,19 @@ class RetrainResult:
 def split_recent(
     interactions: list[Interaction], items: IdVocabulary
 ) -> tuple[UserSequences, Queries, dict[str, tuple[list[int], list[int]]]]:
-    """Per-user sequences (all but the last event) and the last events as validation queries."""
+    """Per-user sequences (all but the last event) and the last events as validation queries.
+
+    Ids are admitted first, over the whole window, and events mapped to rows afterwards: with a
+    bounded vocabulary a row may be recycled during admission, and a sequence must only hold
+    rows that mean the same item in the final mapping. Events of ids left without a row (too
+    rare, or evicted) are left out."""
+    ordered = sorted(interactions, key=lambda e: e.timestamp)
+    items.admit_all(e.item for e in ordered)
     by_user: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for event in sorted(interactions, key=lambda e: e.timestamp):
-        row = items.admit(event.item)
+    for event in ordered:
+        row = items.get(event.item)
         seq, ts = by_user[event.user]
-        if seq and seq[-1] == row:
+        if not row or (seq and seq[-1] == row):
             continue
         seq.append(row)
         ts.append(event.timestamp)
@@ -71,8 +78,9 @@ def full_retrain(
     max_users: int = 1_000_000,
     trainer_factory: Callable[[int, SessionTransformerConfig], SessionTrainer] = SessionTrainer,
 ) -> RetrainResult:
-    items = IdVocabulary(current.items.mapping())
+    items = current.items.copy()
     train, validation, sequences = split_recent(interactions, items)
+    recycled = set(items.take_recycled())
     model = OnlineModel(
         config, items, UserHistories(config.max_len, max_users), max_users, current.context
     )
@@ -80,7 +88,7 @@ def full_retrain(
     # and gets its growth headroom back after training.
     model.trainer = trainer_factory(len(items), config)
     if mode == "warm":
-        _copy_known_rows(current, model, config)
+        _copy_known_rows(current, model, config, recycled)
     report = model.trainer.fit(train, validation if len(validation.targets) else None)
     model.ensure_capacity()
     metrics = model.trainer.evaluate(validation) if len(validation.targets) else {}
@@ -99,18 +107,24 @@ def full_retrain(
 
 
 def _copy_known_rows(
-    current: OnlineModel, model: OnlineModel, config: SessionTransformerConfig
+    current: OnlineModel,
+    model: OnlineModel,
+    config: SessionTransformerConfig,
+    recycled: set[int],
 ) -> None:
     """Warm start: every weight of the current model, item rows for the ids it already knew
-    (rows never move, so row r means the same item in both); new ids keep their initialisation.
-    The spectral item initialisation would overwrite the warm rows, so it is switched off."""
+    (rows never move, so row r means the same item in both unless it was recycled for another
+    id); new ids keep their initialisation. The spectral item initialisation would overwrite the
+    warm rows, so it is switched off."""
     model.trainer.config = config.model_copy(update={"spectral_init": False})
     source = current.tensors()
     target = model.trainer.model.state_dict()
     for name, tensor in source.items():
         if name in {"item_embedding.weight", "item_bias"}:
             rows = min(len(tensor), len(target[name]))
+            fresh = target[name][sorted(r for r in recycled if r < rows)].clone()
             target[name][:rows] = tensor[:rows]
+            target[name][sorted(r for r in recycled if r < rows)] = fresh
         elif name in target and target[name].shape == tensor.shape:
             target[name].copy_(tensor)
     model.trainer.model.load_state_dict(target)

@@ -66,12 +66,12 @@ def distributed_retrain(
 
     workdir = temp_dir()
     data = workdir / "interactions.json"
-    write_dataset(data, interactions, current.items.mapping())
+    write_dataset(data, interactions, current.items)
     result = launch_distributed(data, config_json, workdir / "out", nproc)
     config = SessionTransformerConfig.model_validate_json(config_json)
     items = result["items"]
     assert isinstance(items, dict)
-    model = OnlineModel(config, IdVocabulary(items))
+    model = OnlineModel(config, IdVocabulary(items, current.items.limits))
     model.load_tensors(load_file(str(workdir / "out" / "model.safetensors")))
     for event in sorted(interactions, key=lambda e: e.timestamp):
         row = model.items.get(event.item)

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from models.session_config import SessionTransformerConfig
+from online_trainer.vocabulary import VocabularyLimits
 from streams.service_settings import ServiceSettings
 
 
@@ -87,6 +88,18 @@ class TrainSettings(ServiceSettings):
     max_users: int = Field(
         1_000_000, ge=1, description="Users whose recent history is kept (least recent evicted)."
     )
+    item_min_count: int = Field(
+        1, ge=1, le=1_000, description="Sightings of an item id before it gets a model row; "
+        "until then its events are neither history nor training target, so a flood of one-off "
+        "ids costs no rows. 1 admits on first sight.",
+    )
+    item_max_rows: int = Field(
+        1_000_000, ge=1, le=100_000_000, description="Most item ids holding a model row (and "
+        "most rarer ids whose sightings are counted). When full, admitting an id recycles the "
+        "row of the least recently seen one with fresh weights and optimiser state; the evicted "
+        "id leaves the published id map. The table is ~4 * (dim + 3) bytes per row, weights "
+        "and AdamW moments included, e.g. 0.5 GB at 1M rows of dim 128.",
+    )
     seed: int = 0
     threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's default.")
     retrain_window_s: float = Field(
@@ -110,3 +123,6 @@ class TrainSettings(ServiceSettings):
         300.0, ge=0, description="After a failed drift retrain, wait this long and retrain "
         "again; its alerts stay pending meanwhile."
     )
+
+    def item_limits(self) -> VocabularyLimits:
+        return VocabularyLimits(self.item_min_count, self.item_max_rows)

@@ -24,6 +24,7 @@ from online_trainer.prequential import RunningMetrics
 from online_trainer.publisher import Publication, Publisher
 from online_trainer.retrain import RetrainResult
 from online_trainer.settings import TrainSettings
+from online_trainer.vocabulary import IdVocabulary
 from schemas import InteractionEvent, TrainingWindow
 from streams.kafka.contract_loop import Envelope, RecordRejected
 
@@ -63,7 +64,10 @@ class OnlineTrainer:
             settings.gate_min_events,
         )
         self.model = OnlineModel(
-            config, max_users=settings.max_users, context=settings.context_events
+            config,
+            IdVocabulary(limits=settings.item_limits()),
+            max_users=settings.max_users,
+            context=settings.context_events,
         )
         self.state = TrainerState()
         self.serving: OnlineModel | None = None
@@ -80,7 +84,7 @@ class OnlineTrainer:
 
     def _restore(self) -> None:
         tensors, optimizer, items, histories, state = self.checkpoints.load(
-            self.config.max_len, self.settings.max_users
+            self.config.max_len, self.settings.max_users, self.settings.item_limits()
         )
         self.model = OnlineModel(
             self.config, items, histories, self.settings.max_users, self.settings.context_events

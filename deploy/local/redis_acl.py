@@ -11,19 +11,35 @@ import hashlib
 import secrets
 from pathlib import Path
 
-KEY_PATTERN = "~sr:* ~test:*"
-"""Every streamrec key lives under `sr:` (tests use `test:` prefixes)."""
+NAMESPACES = ("sr", "test")
+"""Every streamrec key lives under `sr:` (benchmarks and demos add a segment, `sr:bench:<id>:`;
+tests use `test:<id>:` prefixes)."""
+
+READ_KEYS = " ".join(f"%R~{ns}:*" for ns in NAMESPACES)
+"""Read-only on every streamrec key: no write command can touch a key through this pattern."""
+
+FEATURE_KEYS = " ".join(
+    f"~{ns}:{segment}{kind}"
+    for ns in NAMESPACES
+    for segment in ("", "*:")
+    for kind in ("[usic]:{*", "pop:{*")
+)
+"""The feature worker's keys, `<prefix>{u,s,i,c,pop}:{<id>}...` (streams/features/keys.py), with
+or without a segment after the namespace, readable and writable (a pattern must grant both for
+HINCRBY and ZINCRBY). Nothing else under the prefix matches, so the worker cannot rewrite the
+serving configuration (`<prefix>cfg:{serving}:...`) the scorer trusts."""
 
 # Commands a service may run beyond its categories; -@dangerous removes FLUSHALL, KEYS, CONFIG...
 USERS: dict[str, str] = {
-    # Writes features with Lua scripts (one round trip per batch).
-    "streams": f"{KEY_PATTERN} +@read +@write +@connection +@scripting -@dangerous",
+    # Writes features with Lua scripts (one round trip per batch); commands inside a script are
+    # checked against these key patterns too.
+    "streams": f"{READ_KEYS} {FEATURE_KEYS} +@read +@write +@connection +@scripting -@dangerous",
     # Reads only: features, availability, business rules. No scripts: a script can write.
-    "scorer": f"{KEY_PATTERN} +@read +@connection -@dangerous",
+    "scorer": f"{READ_KEYS} +@read +@connection -@dangerous",
     # Reads features for point-in-time training examples.
-    "trainer": f"{KEY_PATTERN} +@read +@connection -@dangerous",
+    "trainer": f"{READ_KEYS} +@read +@connection -@dangerous",
     # Reads features for population-stability checks.
-    "monitor": f"{KEY_PATTERN} +@read +@connection -@dangerous",
+    "monitor": f"{READ_KEYS} +@read +@connection -@dangerous",
     # Operators and tests: everything (catalog rules, availability, cleanup).
     "admin": "~* &* +@all",
 }

@@ -2,7 +2,8 @@
 -- Applies one batch of validated interaction events to the feature keys, idempotently.
 --
 -- ARGV = prefix, sequence length, minute buckets kept, hour buckets kept, popularity hours,
---   affinity weight of view, click, cart, purchase, and the events as ONE text argument: one
+--   affinity weight of view, click, cart, purchase, user TTL (s), session TTL (s), and the
+--   events as ONE text argument: one
 --   line per event, tab-separated: partition, offset, user, session, item, category ('' = none),
 --   type code, ts. (Ids are printable ASCII without whitespace, so tabs and newlines are free;
 --   one argument instead of eight per event makes the client's command packing ~8x cheaper.)
@@ -25,6 +26,13 @@
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
 -- streams/features/windows.py), so any interleaving of partitions reaches the same state.
 --
+-- Expiry: every key of a user (`u:{id}`, its `:m`/`:h` buckets, `:seq`) and of a session
+-- (`s:{id}`, `:seq`) gets its TTL (re)set whenever this script writes it, so an entity expires
+-- only after a whole TTL without events; the TTL is wall-clock time since the last write, not
+-- event time, so a replay of old history is not expired on arrival. Items, categories and
+-- popularity keep no TTL: their buckets are bounded by their windows, and their number by the
+-- catalog.
+--
 -- Cluster: keys are built here from the prefix and carry one hash tag per entity. On Redis
 -- Cluster a batch would be split by slot (one EVALSHA per slot, keys declared in KEYS); every
 -- write below touches a single entity, which is what makes that split possible.
@@ -37,6 +45,7 @@ local WEIGHT = {
   view = tonumber(ARGV[6]), click = tonumber(ARGV[7]),
   cart = tonumber(ARGV[8]), purchase = tonumber(ARGV[9]),
 }
+local TTL = {user = tonumber(ARGV[10]), session = tonumber(ARGV[11])}
 local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$'
 
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
@@ -44,7 +53,7 @@ local function int(x) return string.format('%d', x) end
 local function secs(x) return string.format('%.3f', x) end
 
 local events = {}
-for line in string.gmatch(ARGV[10], '[^\n]+') do
+for line in string.gmatch(ARGV[12], '[^\n]+') do
   local p, o, user, session, item, category, kind, ts_s = string.match(line, LINE)
   -- Offsets are exact as Lua numbers (doubles) up to 2^53.
   local ts = tonumber(ts_s)
@@ -67,15 +76,16 @@ end
 local cache, order = {}, {}
 
 -- The entity's state, loaded with one HMGET on first touch: v = values (false when missing),
--- set = fields to HSET, incr = counters to HINCRBY, b/top = bucket counts and newest bucket.
-local function entity(key, fields)
+-- set = fields to HSET, incr = counters to HINCRBY, b/top = bucket counts and newest bucket,
+-- ttl = seconds every key of the entity lives after a write (nil: no expiry).
+local function entity(key, fields, ttl)
   local c = cache[key]
   if c then return c end
   local names = {}
   for _, f in ipairs(PARTS) do names[#names + 1] = f end
   for _, f in ipairs(fields) do names[#names + 1] = f end
   local got = redis.call('HMGET', key, unpack(names))
-  c = {key = key, v = {}, set = {}, incr = {}, b = {m = {}, h = {}}, top = {}, seq = nil}
+  c = {key = key, v = {}, set = {}, incr = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
   for i, f in ipairs(names) do c.v[f] = got[i] end
   cache[key] = c
   order[#order + 1] = key
@@ -119,7 +129,7 @@ end
 
 local function apply_user(e)
   local c = entity(prefix .. 'u:{' .. e.user .. '}',
-    {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'})
+    {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'}, TTL.user)
   if not claim(c, e) then return false end
   local last = counted(c, e)
   -- The lag this event saw: time since the user's newest earlier event (0 if out of order).
@@ -135,7 +145,7 @@ end
 
 local function apply_session(e)
   local c = entity(prefix .. 's:{' .. e.session .. '}',
-    {'last_ts', 'start_ts', 'gap_sum', 'gap_max'})
+    {'last_ts', 'start_ts', 'gap_sum', 'gap_max'}, TTL.session)
   if not claim(c, e) then return end
   put(c, 'user', e.user)
   add(c, 'n', 1)
@@ -224,6 +234,8 @@ local function write_buckets(c, family)
   for b, n in pairs(c.b[family]) do
     if b > newest - kept then redis.call('HINCRBY', fkey, int(b), n) end
   end
+  -- The newest bucket is always among those written, so the hash exists here.
+  if c.ttl then redis.call('EXPIRE', fkey, c.ttl) end
   if newest ~= old then c.set['mx_' .. family] = int(newest) end
 end
 
@@ -257,12 +269,16 @@ local function write(c)
   for f, n in pairs(c.incr) do redis.call('HINCRBY', c.key, f, n) end
   local fields = {}
   for f, value in pairs(c.set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
-  if #fields > 0 then redis.call('HSET', c.key, unpack(fields)) end
+  if #fields > 0 then
+    redis.call('HSET', c.key, unpack(fields))
+    if c.ttl then redis.call('EXPIRE', c.key, c.ttl) end
+  end
   if c.seq then
     -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter.
     local seq_key = c.key .. ':seq'
     redis.call('LPUSH', seq_key, unpack(c.seq, math.max(1, #c.seq - SEQ_LEN + 1)))
     redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1)
+    if c.ttl then redis.call('EXPIRE', seq_key, c.ttl) end
   end
 end
 

@@ -15,6 +15,17 @@ from streams.features.definitions import (
     TYPE_CODES,
 )
 
+DEFAULT_USER_TTL_S = 30 * 86_400
+DEFAULT_SESSION_TTL_S = 86_400
+
+
+@dataclass(frozen=True)
+class KeyTtls:
+    """How long a user's and a session's keys live after their last write (wall-clock s)."""
+
+    user_s: int = DEFAULT_USER_TTL_S
+    session_s: int = DEFAULT_SESSION_TTL_S
+
 
 @dataclass(frozen=True)
 class PositionedEvent:
@@ -25,7 +36,7 @@ class PositionedEvent:
     event: InteractionEvent
 
 
-def script_header(key_prefix: str) -> list[str]:
+def script_header(key_prefix: str, ttls: KeyTtls) -> list[str]:
     return [
         key_prefix,
         str(SEQUENCE_LENGTH),
@@ -33,6 +44,8 @@ def script_header(key_prefix: str) -> list[str]:
         str(HOUR_BUCKETS),
         str(POPULARITY_HOURS),
         *(str(AFFINITY_WEIGHTS[code]) for code in ("view", "click", "cart", "purchase")),
+        str(ttls.user_s),
+        str(ttls.session_s),
     ]
 
 
@@ -56,7 +69,7 @@ def event_fields(item: PositionedEvent) -> list[str]:
     ]
 
 
-def script_args(key_prefix: str, batch: Sequence[PositionedEvent]) -> list[str]:
+def script_args(key_prefix: str, ttls: KeyTtls, batch: Sequence[PositionedEvent]) -> list[str]:
     """The header, then every event as one tab-separated line of one text argument."""
     lines = "\n".join("\t".join(event_fields(item)) for item in batch)
-    return [*script_header(key_prefix), lines]
+    return [*script_header(key_prefix, ttls), lines]

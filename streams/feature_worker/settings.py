@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from streams.feature_worker.batch import DEFAULT_SESSION_TTL_S, DEFAULT_USER_TTL_S, KeyTtls
 from streams.service_settings import ServiceSettings
 
 
@@ -53,5 +54,19 @@ class StreamSettings(ServiceSettings):
     session_timeout_s: float = Field(
         10.0, ge=6, le=300, description="Kafka group session timeout (broker minimum is 6 s)."
     )
+    user_ttl_s: int = Field(
+        DEFAULT_USER_TTL_S, ge=60, le=400 * 86_400, description="A user's feature keys "
+        "(`u:{id}`, its buckets and sequence) expire this long after the user's last applied "
+        "event; every write resets it, so only users idle this long are dropped (they come back "
+        "as new users). Bounds Redis memory by the users active within it.",
+    )
+    session_ttl_s: int = Field(
+        DEFAULT_SESSION_TTL_S, ge=60, le=400 * 86_400, description="A session's keys "
+        "(`s:{id}`, its sequence) expire this long after its last applied event; every write "
+        "resets it. A session idle that long is over: a request naming it again starts afresh.",
+    )
     datadir: Path = Field(Path(".streamrec/faust"), description="faust's local state folder.")
     service_name: str = Field("streams", description="Recorded in dead letters.")
+
+    def key_ttls(self) -> KeyTtls:
+        return KeyTtls(user_s=self.user_ttl_s, session_s=self.session_ttl_s)

@@ -130,7 +130,9 @@ def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetric
 
     @app.agent(topic, concurrency=1)
     async def features(stream: Any) -> None:
-        writer = FeatureWriter(FeatureWriter.connect(settings.redis), settings.redis.key_prefix)
+        writer = FeatureWriter(
+            FeatureWriter.connect(settings.redis), settings.redis.key_prefix, settings.key_ttls()
+        )
         pipeline = FeaturePipeline(
             writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events
         )

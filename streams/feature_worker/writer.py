@@ -20,7 +20,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from streams.feature_worker.batch import PositionedEvent, script_args
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_args
 from streams.redis.connection import RedisConnection
 from streams.redis.script_connection import ScriptConnection
 
@@ -32,7 +32,8 @@ SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 # Server replies that say "not now" rather than "this batch is bad": retry them with backoff.
 # Both clients raise redis-py's class per error code, the code stripped from the message (an OOM
 # reply arrives as OutOfMemoryError("command not allowed ...")), so those are matched by class;
-# BUSY (another script runs) has no class and keeps its code. LOADING arrives as
+# BUSY (another script runs) and MISCONF (Redis cannot persist: disk full, a failed save or AOF
+# write, and `stop-writes-on-bgsave-error`) have no class and keep their code. LOADING arrives as
 # BusyLoadingError, a ConnectionError, and is retried as such. NOPERM is the ACL's answer, never
 # the event's (every key the script builds is under the worker's own prefix): wait for the fix.
 _TRANSIENT_ERRORS = (
@@ -45,8 +46,12 @@ _TRANSIENT_ERRORS = (
 )
 
 
+_TRANSIENT_CODES = ("BUSY", "MISCONF")
+"""Codes of transient replies redis-py has no class for (the message starts with the code)."""
+
+
 def is_transient_reply(error: ResponseError) -> bool:
-    return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith("BUSY")
+    return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith(_TRANSIENT_CODES)
 
 
 class ScriptRunner(Protocol):
@@ -69,9 +74,10 @@ class ApplyOutcome:
 class FeatureWriter:
     """Applies batches through the `streams` ACL user; idempotent per (partition, offset)."""
 
-    def __init__(self, client: ScriptRunner, key_prefix: str) -> None:
+    def __init__(self, client: ScriptRunner, key_prefix: str, ttls: KeyTtls = KeyTtls()) -> None:
         self._client = client
         self._prefix = key_prefix
+        self._ttls = ttls
 
     @staticmethod
     def connect(connection: RedisConnection) -> ScriptConnection:
@@ -82,7 +88,7 @@ class FeatureWriter:
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        args = script_args(self._prefix, batch)
+        args = script_args(self._prefix, self._ttls, batch)
         try:
             reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
         except NoScriptError:

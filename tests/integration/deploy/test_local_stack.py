@@ -19,7 +19,7 @@ def test_second_up_is_harmless_and_starts_nothing(stack: LocalStack) -> None:
 def test_scorer_user_can_read_but_cannot_write(
     scorer_redis_connection: RedisConnection, redis_connection: RedisConnection
 ) -> None:
-    key = f"{redis_connection.key_prefix}probe"
+    key = f"{redis_connection.key_prefix}i:{{probe}}"  # a key the feature worker may write
     redis_connection.client().set(key, "1")
     scorer = scorer_redis_connection.client()
     assert scorer.get(key) == b"1"
@@ -41,3 +41,11 @@ def test_services_cannot_touch_keys_outside_the_namespace(
 ) -> None:
     with pytest.raises(redis.exceptions.NoPermissionError):
         redis_connection.client().set("elsewhere", "1")
+
+
+def test_redis_runs_with_the_configured_memory_bound_and_no_eviction(
+    stack: LocalStack, redis_admin: redis.Redis
+) -> None:
+    config = redis_admin.config_get("maxmemory*")
+    assert int(str(config["maxmemory"])) == stack.settings.redis_maxmemory_mb * 1024 * 1024
+    assert config["maxmemory-policy"] == "noeviction"

@@ -9,7 +9,7 @@ import zlib
 from collections import deque
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
-from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.batch import KeyTtls, PositionedEvent
 from streams.feature_worker.writer import ApplyOutcome, FeatureWriter
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
@@ -52,10 +52,13 @@ def interleaved(events: list[PositionedEvent], seed: int) -> list[PositionedEven
 
 
 def apply_in_batches(
-    connection: RedisConnection, events: list[PositionedEvent], size: int = 250
+    connection: RedisConnection,
+    events: list[PositionedEvent],
+    size: int = 250,
+    ttls: KeyTtls = KeyTtls(),
 ) -> ApplyOutcome:
     async def run() -> ApplyOutcome:
-        writer = FeatureWriter(FeatureWriter.connect(connection), connection.key_prefix)
+        writer = FeatureWriter(FeatureWriter.connect(connection), connection.key_prefix, ttls)
         applied = skipped = 0
         try:
             for start in range(0, len(events), size):

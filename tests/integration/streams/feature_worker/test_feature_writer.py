@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
+from streams.feature_worker.batch import KeyTtls, PositionedEvent
 from streams.feature_worker.writer import ApplyOutcome, is_transient_reply
+from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
@@ -88,3 +92,50 @@ def test_a_full_redis_refuses_the_whole_batch_with_a_reply_the_worker_waits_on(
     assert is_transient_reply(refused.value)
     assert read_state(redis_admin, redis_connection.key_prefix) == {}
     assert apply_in_batches(redis_connection, events) == ApplyOutcome(applied=40, skipped=0)
+
+
+def _ttls(admin: redis.Redis, prefix: str) -> dict[str, int]:
+    return {key.decode(): int(admin.ttl(key)) for key in admin.scan_iter(match=f"{prefix}*")}
+
+
+def test_user_and_session_keys_carry_a_ttl_within_the_bound_and_the_rest_none(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    ttls = KeyTtls(user_s=7200, session_s=900)
+    prefix = redis_connection.key_prefix
+    events = positioned_events(1500, seed=21, stretch=30.0)
+    apply_in_batches(redis_connection, events, ttls=ttls)
+    remaining = _ttls(redis_admin, prefix)
+    users = {k: t for k, t in remaining.items() if k.startswith(f"{prefix}u:")}
+    sessions = {k: t for k, t in remaining.items() if k.startswith(f"{prefix}s:")}
+    others = {k: t for k, t in remaining.items() if k not in users and k not in sessions}
+    suffixes = {k.rsplit("}", 1)[1] for k in users}
+    assert suffixes == {"", ":m", ":h", ":seq"}
+    assert {k.rsplit("}", 1)[1] for k in sessions} == {"", ":seq"}
+    assert all(0 < t <= ttls.user_s for t in users.values()), sorted(users.values())[:3]
+    assert all(0 < t <= ttls.session_s for t in sessions.values())
+    # Items, categories and popularity are bounded by their windows and the catalog instead.
+    assert others and set(others.values()) == {-1}
+
+
+def test_a_write_refreshes_the_ttl_so_only_idle_entities_expire(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    ttls = KeyTtls(user_s=3, session_s=3)
+    keys = FeatureKeys(redis_connection.key_prefix)
+    events = positioned_events(400, seed=22)
+    idle = events[0].event
+    active = next(p for p in events if p.event.user_id != idle.user_id).event
+    later = [p for p in events if p.event.user_id == active.user_id]
+    apply_in_batches(redis_connection, events, ttls=ttls)
+    time.sleep(2)
+    last = later[-1]
+    # Applied again under a new offset: the active user writes, the idle one does not.
+    again = PositionedEvent(last.partition, last.offset + 10_000, last.event)
+    apply_in_batches(redis_connection, [again], ttls=ttls)
+    time.sleep(1.5)
+    assert redis_admin.exists(keys.user(idle.user_id), keys.session(idle.session_id)) == 0
+    assert redis_admin.exists(keys.user_sequence(idle.user_id)) == 0
+    assert redis_admin.exists(keys.user(active.user_id), keys.session(last.event.session_id)) == 2
+    assert redis_admin.exists(keys.user_sequence(active.user_id)) == 1
+    assert redis_admin.exists(keys.item(idle.item_id)) == 1

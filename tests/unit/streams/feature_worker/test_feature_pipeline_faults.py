@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
@@ -15,6 +16,7 @@ from redis.exceptions import (
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisError,
     ResponseError,
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -24,8 +26,14 @@ from schemas.wire import encode
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
-from streams.feature_worker.writer import SCRIPT_SHA, ApplyOutcome, FeatureWriter
+from streams.feature_worker.writer import (
+    SCRIPT_SHA,
+    ApplyOutcome,
+    FeatureWriter,
+    is_transient_reply,
+)
 from streams.kafka.deadletter import DeadLetterWriter
+from streams.redis.resp import reply_error
 
 
 class _Producer:
@@ -118,6 +126,48 @@ def test_a_full_read_only_or_forbidding_redis_is_waited_for_not_dead_lettered() 
         metrics.registry.get_sample_value("streamrec_stream_retries_total", {"dependency": "redis"})
         == 3
     )
+
+
+# Redis 7.0's own reply texts: each says "not now", none says anything about the batch.
+NOT_NOW_REPLIES = {
+    "MISCONF": "MISCONF Errors writing to the AOF file: No space left on device",
+    "OOM": "OOM command not allowed when used memory > 'maxmemory'.",
+    "LOADING": "LOADING Redis is loading the dataset in memory",
+    "BUSY": "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+    "NOSCRIPT.",
+}
+
+
+@pytest.mark.parametrize("code", sorted(NOT_NOW_REPLIES))
+def test_a_redis_that_cannot_write_now_is_classified_transient(code: str) -> None:
+    error = reply_error(NOT_NOW_REPLIES[code])
+    # LOADING is a ConnectionError in redis-py (retried as an unreachable Redis); the others are
+    # replies the writer must recognise.
+    if isinstance(error, ResponseError):
+        assert is_transient_reply(error)
+    else:
+        assert isinstance(error, RedisConnectionError)
+
+
+@pytest.mark.parametrize("code", sorted(NOT_NOW_REPLIES))
+def test_a_redis_that_cannot_write_now_is_waited_for_not_dead_lettered(code: str) -> None:
+    failures: list[Exception] = [reply_error(NOT_NOW_REPLIES[code]) for _ in range(3)]
+    writer = _Writer(failures)
+    pipeline, producer, metrics = _pipeline(writer)
+    outcome = asyncio.run(pipeline.process([_record(1, "i1"), _record(2, "i2")]))
+    assert outcome == ApplyOutcome(2, 0)
+    assert writer.sizes == [2, 2, 2, 2]
+    assert producer.sent == []
+    assert (
+        metrics.registry.get_sample_value("streamrec_stream_retries_total", {"dependency": "redis"})
+        == 3
+    )
+
+
+def test_a_script_error_is_not_mistaken_for_a_transient_reply() -> None:
+    error: RedisError = reply_error("ERR user_script:1: attempt to compare nil with number")
+    assert isinstance(error, ResponseError)
+    assert not is_transient_reply(error)
 
 
 def test_a_batch_redis_rejects_is_split_and_only_the_culprit_dead_lettered() -> None:
