@@ -14,18 +14,23 @@ schemas_app = typer.Typer(
 
 
 @topics_app.command("create")
-def create() -> None:
-    """Create every catalog topic that does not exist yet (idempotent)."""
+def create(
+    principal: str = typer.Option("admin", help="A super user: creates topics and ACLs."),
+) -> None:
+    """Create every catalog topic that does not exist yet and grant each principal its ACLs
+    (both idempotent)."""
+    from streams.kafka.acls import grant_acls
     from streams.kafka.admin import create_topics
     from streams.service_settings import ServiceSettings
 
-    settings = ServiceSettings()
+    kafka = ServiceSettings().kafka.as_principal(principal)
     table = Table("topic", "partitions", "outcome")
-    for outcome in create_topics(settings.kafka):
+    for outcome in create_topics(kafka):
         table.add_row(
             outcome.name, str(outcome.partitions), "created" if outcome.created else "exists"
         )
     console.print(table)
+    console.print(f"acls: {grant_acls(kafka)} bindings granted")
 
 
 @topics_app.command("list")

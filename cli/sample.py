@@ -21,10 +21,12 @@ def produce_sample(
 ) -> None:
     """Publish realistic synthetic interactions to `interactions`."""
     from deploy.generators.sample import SampleConfig, publish_sample
+    from streams.kafka.principals import APP
     from streams.service_settings import ServiceSettings
 
     started = time.perf_counter()
     config = SampleConfig(users=users, items=items, seed=seed)
-    topic = publish_sample(ServiceSettings().kafka, config, count, rate, live)
+    kafka = ServiceSettings().kafka.with_default_principal(APP)
+    topic = publish_sample(kafka, config, count, rate, live)
     elapsed = time.perf_counter() - started
     typer.echo(f"published {count} events to {topic} in {elapsed:.2f}s ({count / elapsed:,.0f}/s)")

@@ -45,11 +45,17 @@ def status() -> None:
         raise typer.Exit(code=1)
 
 
-def client_config() -> None:
-    """Print the librdkafka settings (JSON) an application uses to reach this deployment's
-    Kafka, from the same STREAMREC_KAFKA__* variables the services read."""
+def client_config(
+    principal: str = typer.Option(
+        "app", help="Whose credentials: app, operator, or a service's principal."
+    ),
+) -> None:
+    """Print the librdkafka settings (JSON, password included) a client uses to reach this
+    deployment's Kafka as PRINCIPAL, from the same STREAMREC_KAFKA__* variables the services
+    read and the password file `streamrec up` wrote."""
     import json
 
     from streams.service_settings import ServiceSettings
 
-    typer.echo(json.dumps(ServiceSettings().kafka.client_config(), indent=2))
+    kafka = ServiceSettings().kafka.as_principal(principal)
+    typer.echo(json.dumps(kafka.client_config(), indent=2))

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from models.session_config import SessionTransformerConfig
 from online_trainer.vocabulary import VocabularyLimits
+from streams.kafka.principals import TRAINER
 from streams.service_settings import ServiceSettings
 
 
 class TrainSettings(ServiceSettings):
+    KAFKA_PRINCIPAL: ClassVar[str | None] = TRAINER
     group_id: str = Field("streamrec-trainer", description="Consumer group on `interactions`.")
     start_from: Literal["earliest", "latest"] = Field(
         "earliest", description="Where a partition without a checkpoint position starts."

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.retrieval import RetrievalConfig
 from serving.ordering import BusinessRules
+from streams.kafka.principals import SCORER
 from streams.redis.connection import RedisConnection
 from streams.service_settings import ServiceSettings
 
@@ -40,6 +41,7 @@ class CanaryPolicy(BaseModel):
 
 
 class ServeSettings(ServiceSettings):
+    KAFKA_PRINCIPAL: ClassVar[str | None] = SCORER
     # The scorer logs in as its own read-only ACL user.
     redis: RedisConnection = Field(default_factory=lambda: RedisConnection(username="scorer"))
     group_id: str = Field("streamrec-scorer", min_length=1, max_length=128)

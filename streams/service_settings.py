@@ -1,15 +1,17 @@
 """The base every service's settings object derives from: one env prefix, frozen, strict.
 
 A service builds its settings once at start (`XSettings()` reads `STREAMREC_*` variables, nested
-fields with `__`, e.g. `STREAMREC_KAFKA__BOOTSTRAP_SERVERS`) and passes the object down.
+fields with `__`, e.g. `STREAMREC_KAFKA__BOOTSTRAP_SERVERS`) and passes the object down. Each
+service logs in to Kafka as its own principal (`KAFKA_PRINCIPAL`) unless the settings name another.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.kafka.connection import KafkaConnection
@@ -26,6 +28,9 @@ class ServiceSettings(BaseSettings):
         frozen=True,
     )
 
+    KAFKA_PRINCIPAL: ClassVar[str | None] = None
+    """The principal this service logs in as when `kafka.sasl_username` is unset."""
+
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     redis: RedisConnection = Field(default_factory=RedisConnection)
     metrics_port: int = Field(
@@ -37,6 +42,21 @@ class ServiceSettings(BaseSettings):
         "trainer, monitor) at e.g. 10 yield the CPU to it when a request arrives and still use "
         "every idle cycle (the role of cpu.weight / QoS classes under an orchestrator).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_kafka_principal(cls, data: Any) -> Any:
+        # Before validation: `kafka` may come from variables (a dict holding only what was set)
+        # or as an object; either way an unset principal becomes this service's own.
+        principal = cls.KAFKA_PRINCIPAL
+        if principal is None or not isinstance(data, dict):
+            return data
+        kafka = data.get("kafka", {})
+        if isinstance(kafka, KafkaConnection):
+            return {**data, "kafka": kafka.with_default_principal(principal)}
+        if isinstance(kafka, dict) and kafka.get("sasl_username") is None:
+            return {**data, "kafka": {**kafka, "sasl_username": principal}}
+        return data
 
     def apply_cpu_nice(self) -> None:
         """Lowers this process's CPU priority to `cpu_nice` (never raises it: that needs

@@ -14,8 +14,10 @@ import redis
 
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import ADMIN
 from streams.redis.connection import RedisConnection
 
 
@@ -28,6 +30,7 @@ def stack() -> Iterator[LocalStack]:
     s = local.settings
     with pytest.MonkeyPatch.context() as env:
         env.setenv("STREAMREC_KAFKA__BOOTSTRAP_SERVERS", f"{s.host}:{s.kafka_port}")
+        env.setenv("STREAMREC_KAFKA__SECRETS_DIR", str(s.secrets_dir.resolve()))
         env.setenv("STREAMREC_REDIS__HOST", s.host)
         env.setenv("STREAMREC_REDIS__PORT", str(s.redis_port))
         env.setenv("STREAMREC_REDIS__SECRETS_DIR", str(s.secrets_dir.resolve()))
@@ -37,12 +40,18 @@ def stack() -> Iterator[LocalStack]:
 
 @pytest.fixture
 def kafka(stack: LocalStack) -> KafkaConnection:
-    """A connection whose catalog topics exist under a prefix of this test's own."""
+    """A connection whose catalog topics exist under a prefix of this test's own, each
+    principal granted its ACLs on them. It logs in as `admin` (the test's own producers and
+    readers); a service under test gets `kafka.as_principal(<its principal>)`."""
     s = stack.settings
     connection = KafkaConnection(
-        bootstrap_servers=f"{s.host}:{s.kafka_port}", topic_prefix=f"t{uuid.uuid4().hex[:10]}."
+        bootstrap_servers=f"{s.host}:{s.kafka_port}",
+        topic_prefix=f"t{uuid.uuid4().hex[:10]}.",
+        secrets_dir=s.secrets_dir.resolve(),
+        sasl_username=ADMIN,
     )
     create_topics(connection)
+    grant_acls(connection)
     return connection
 
 

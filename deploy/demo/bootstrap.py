@@ -23,6 +23,7 @@ from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from schemas.topics import INTERACTIONS
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ def layout(settings: DemoSettings, local: LocalStackSettings) -> RunLayout:
     root = (settings.reports_dir / f"demo-{stamp}").resolve()
     root.mkdir(parents=True, exist_ok=False)
     (root / "logs").mkdir()
+    # The run's own setup (topics, ACLs) logs in as admin; every other client as its role.
     kafka = KafkaConnection(
-        bootstrap_servers=f"{local.host}:{local.kafka_port}", topic_prefix=f"{run_id}."
+        bootstrap_servers=f"{local.host}:{local.kafka_port}", topic_prefix=f"{run_id}.",
+        secrets_dir=local.secrets_dir.resolve(), sasl_username=ADMIN,
     )
     return RunLayout(run_id, root, kafka, f"sr:{run_id}:")
 
@@ -65,6 +68,7 @@ def service_env(run: RunLayout, local: LocalStackSettings) -> dict[str, str]:
     return {
         "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": run.kafka.bootstrap_servers,
         "STREAMREC_KAFKA__TOPIC_PREFIX": run.kafka.topic_prefix,
+        "STREAMREC_KAFKA__SECRETS_DIR": str(local.secrets_dir.resolve()),
         "STREAMREC_REDIS__HOST": local.host,
         "STREAMREC_REDIS__PORT": str(local.redis_port),
         "STREAMREC_REDIS__SECRETS_DIR": str(local.secrets_dir.resolve()),

@@ -24,7 +24,9 @@ from deploy.local.stack import LocalStack
 from deploy.local.worker_process import settled
 from models.datasets import load_ml100k
 from online_trainer.settings import TrainSettings
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
+from streams.kafka.principals import APP, OPERATOR, TRAINER
 from streams.pacing import Pacer
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ def run(settings: DemoSettings, refresh: Refresh) -> tuple[Path, dict[str, objec
         run_layout = bootstrap.layout(settings, local)
         state = RunState(run_layout, settings)
         create_topics(run_layout.kafka)
+        grant_acls(run_layout.kafka)
         summary = _with_services(state, local, refresh)
     finally:
         stack.down(only=up.started)
@@ -59,7 +62,9 @@ def _with_services(
 ) -> dict[str, object]:
     run, s = state.run, state.settings
     services = Services(bootstrap.service_env(run, local), run.logs)
-    observer = Observer(run.kafka, f"{run.run_id}-observer").start()
+    observer = Observer(
+        run.kafka.as_principal(OPERATOR), f"{run.run_id}-observer"
+    ).start()
     state.observer = observer
     try:
         first, second = bootstrap.split(load_ml100k(), s.pretrain_share)
@@ -68,7 +73,9 @@ def _with_services(
         bootstrap.pretrain_and_publish(_train_settings(state), first)
         state.phase = "backfill"
         refresh(state)
-        state.backfill = bootstrap.backfill(run.kafka, first, time.time() - _BACKFILL_AGE_S)
+        state.backfill = bootstrap.backfill(
+            run.kafka.as_principal(APP), first, time.time() - _BACKFILL_AGE_S
+        )
         _start(services, state)
         _wait_ready(services, state, refresh)
         _live(services, state, second, refresh)
@@ -81,7 +88,9 @@ def _with_services(
 
 def _train_settings(state: RunState) -> TrainSettings:
     run, s = state.run, state.settings
-    base = TrainSettings(kafka=run.kafka, state_dir=run.state_dir, store_dir=run.store_dir)
+    base = TrainSettings(
+        kafka=run.kafka.as_principal(TRAINER), state_dir=run.state_dir, store_dir=run.store_dir
+    )
     model = base.model.model_copy(update={"time_budget_s": s.pretrain_budget_s})
     return base.model_copy(update={"model": model})
 
@@ -133,7 +142,8 @@ def _wait_ready(services: Services, state: RunState, refresh: Refresh) -> None:
     answers a probe request."""
     assert state.observer is not None
     state.phase = "waiting for services"
-    traffic = Traffic(state.run.kafka, state.observer, 0.0, 0.0, state.settings.seed)
+    app = state.run.kafka.as_principal(APP)
+    traffic = Traffic(app, state.observer, 0.0, 0.0, state.settings.seed)
     deadline = time.monotonic() + state.settings.ready_timeout_s
     probe: str | None = None
     while time.monotonic() < deadline:
@@ -158,7 +168,8 @@ def _wait_ready(services: Services, state: RunState, refresh: Refresh) -> None:
 def _live(services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh) -> None:
     assert state.observer is not None
     s = state.settings
-    traffic = Traffic(state.run.kafka, state.observer, s.request_share, s.request_lead_s, s.seed)
+    app = state.run.kafka.as_principal(APP)
+    traffic = Traffic(app, state.observer, s.request_share, s.request_lead_s, s.seed)
     state.traffic = traffic
     remap = ItemRemap(second["item_id"].astype(str), s.drift_item_share, s.seed)
     state.phase = "live"

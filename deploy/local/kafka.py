@@ -1,4 +1,11 @@
-"""Apache Kafka in KRaft combined mode (broker + controller), run from its Maven Central jars."""
+"""Apache Kafka in KRaft combined mode (broker + controller), run from its Maven Central jars.
+
+Secured as a production cluster is: clients authenticate with SASL/SCRAM-SHA-512 and the standard
+authorizer denies whatever no ACL allows (streams/kafka/principals.py, streams/kafka/acls.py).
+The controller listener is internal (the broker's own connections only) and authenticates the
+broker with SASL/PLAIN: SCRAM credentials live in the metadata the controller serves, so the
+controller cannot use them itself.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +19,26 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialUpsertion,
+)
 
+from deploy.local.kafka_credentials import ITERATIONS, MECHANISM, ensure_passwords, format_arguments
 from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
 from deploy.local.settings import LocalStackSettings
+from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import ADMIN, BROKER, SUPER_USERS
 
 logger = logging.getLogger(__name__)
 
 MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
+SECURED_STAMP = ".streamrec-scram"
+"""Marks a log dir formatted with the SCRAM credentials (an older, unsecured one has none)."""
 
 
 class LocalKafka:
@@ -63,20 +81,50 @@ class LocalKafka:
         )
         stamp.write_text(pom_sha)
 
-    def _write_config(self) -> Path:
+    def admin_connection(self) -> KafkaConnection:
+        """The `admin` super user: creates topics, ACLs and credentials."""
+        return KafkaConnection(
+            bootstrap_servers=self.address, secrets_dir=self.s.secrets_dir, sasl_username=ADMIN
+        )
+
+    def _security_lines(self, passwords: dict[str, str]) -> list[str]:
+        broker = passwords[BROKER]
+        return [
+            f"sasl.enabled.mechanisms={MECHANISM}",
+            f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
+            "listener.name.clients.scram-sha-512.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{BROKER}" password="{broker}";',
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config="
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{BROKER}" password="{broker}" user_{BROKER}="{broker}";',
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=false",
+            "super.users=" + ";".join(f"User:{name}" for name in SUPER_USERS),
+        ]
+
+    def _write_config(self, passwords: dict[str, str]) -> Path:
         s = self.s
         config = self.dir / "server.properties"
+        # It holds the broker's password: readable by its owner only, from before it is written.
+        config.touch(mode=0o600)
+        config.chmod(0o600)
         config.write_text(
             "\n".join(
                 [
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
-                    f"listeners=PLAINTEXT://{s.host}:{s.kafka_port},CONTROLLER://{s.host}:{s.kafka_controller_port}",
-                    f"advertised.listeners=PLAINTEXT://{s.host}:{s.kafka_port}",
+                    f"listeners=CLIENTS://{s.host}:{s.kafka_port},"
+                    f"CONTROLLER://{s.host}:{s.kafka_controller_port}",
+                    f"advertised.listeners=CLIENTS://{s.host}:{s.kafka_port}",
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=CLIENTS:SASL_PLAINTEXT,"
+                    "CONTROLLER:SASL_PLAINTEXT",
+                    "inter.broker.listener.name=CLIENTS",
+                    *self._security_lines(passwords),
                     f"log.dirs={self.data.resolve()}",
                     f"num.partitions={s.kafka_partitions_default}",
                     "offsets.topic.replication.factor=1",
@@ -123,17 +171,26 @@ class LocalKafka:
             raise RuntimeError("a JDK (java 17+) is required to run Kafka")
         return [java, "-cp", f"{self.libs.resolve()}/*", *args]
 
-    def _format_storage(self, config: Path) -> None:
+    def _format_storage(self, config: Path, passwords: dict[str, str]) -> None:
         # Formatted once: meta.properties marks a formatted log dir; reformatting would lose data.
         if (self.data / "meta.properties").exists():
+            if not (self.data / SECURED_STAMP).exists():
+                raise RuntimeError(
+                    f"{self.data} was formatted before Kafka required SASL and holds no "
+                    f"credentials: remove it (its topics are lost) and run `streamrec up` again"
+                )
             return
         self.data.mkdir(parents=True, exist_ok=True)
         cluster_id = _new_cluster_id()
         subprocess.run(
-            self._java(STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config)),
+            self._java(
+                STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config),
+                *format_arguments(passwords),
+            ),
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        (self.data / SECURED_STAMP).write_text(f"{MECHANISM}\n")
 
     def state(self) -> ServiceState:
         pid = owned_pid(self.pid_file, MAIN_CLASS)
@@ -147,8 +204,9 @@ class LocalKafka:
             return False
         self.ensure_jars()
         self.dir.mkdir(parents=True, exist_ok=True)
-        config = self._write_config()
-        self._format_storage(config)
+        passwords = ensure_passwords(self.s.secrets_dir)
+        config = self._write_config(passwords)
+        self._format_storage(config, passwords)
         heap = f"{self.s.kafka_heap_mb}m"
         argv = self._java(
             # Kafka's own launcher flags (a fixed-size heap, G1, marking started early) with two
@@ -181,7 +239,7 @@ class LocalKafka:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka not listening after {timeout_s}s; see {self.log_file}")
             time.sleep(0.3)
-        admin = AdminClient({"bootstrap.servers": self.address, "socket.timeout.ms": 2000})
+        admin = AdminClient({**self.admin_connection().client_config(), "socket.timeout.ms": 2000})
         last_error = ""
         while time.monotonic() < deadline:
             try:
@@ -193,6 +251,22 @@ class LocalKafka:
         raise TimeoutError(
             f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file}"
         )
+
+    def ensure_credentials(self, timeout_s: float = 30.0) -> None:
+        """Sets every principal's SCRAM credential to its password file (files that were missing
+        get new passwords): a principal added since the format, or a rotated one, can log in."""
+        passwords = ensure_passwords(self.s.secrets_dir)
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, ITERATIONS)
+        upserts: list[UserScramCredentialAlteration] = [
+            UserScramCredentialUpsertion(name, info, password.encode())
+            for name, password in passwords.items()
+            if name != ADMIN  # its own login; rotated as docs/operations.md says
+        ]
+        admin = AdminClient(self.admin_connection().client_config())
+        for future in admin.alter_user_scram_credentials(
+            upserts, request_timeout=timeout_s
+        ).values():
+            future.result()
 
     def stop(self) -> bool:
         pid = owned_pid(self.pid_file, MAIN_CLASS)

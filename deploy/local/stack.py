@@ -37,6 +37,7 @@ class LocalStack:
             started.append("kafka")
         self.redis.wait_healthy(self.settings.start_timeout_s)
         self.kafka.wait_healthy(self.settings.start_timeout_s)
+        self.kafka.ensure_credentials()
         return UpReport(tuple(started), self.status())
 
     def down(self, only: tuple[str, ...] | None = None) -> list[str]:

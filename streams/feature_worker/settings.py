@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
 from streams.feature_worker.batch import DEFAULT_SESSION_TTL_S, DEFAULT_USER_TTL_S, KeyTtls
+from streams.kafka.principals import FEATURE_WORKER
 from streams.service_settings import ServiceSettings
 
 
 class StreamSettings(ServiceSettings):
+    KAFKA_PRINCIPAL: ClassVar[str | None] = FEATURE_WORKER
     group_id: str = Field(
         "streamrec-features",
         pattern=r"^[a-zA-Z0-9._-]{1,128}$",

@@ -40,17 +40,19 @@ def _broker_urls(settings: StreamSettings) -> list[str]:
 
 
 def _credentials(settings: StreamSettings) -> Any:
+    """faust's form of the connection's security: the same protocol librdkafka clients use, so
+    `SSL` is TLS here too and SASL without a principal or password fails at start."""
     kafka = settings.kafka
-    if kafka.sasl_mechanism is None:
-        return None
-    password = kafka.sasl_password.get_secret_value() if kafka.sasl_password else ""
     ssl_context = None
-    if kafka.security_protocol == "SASL_SSL":
+    if kafka.uses_tls:
         import ssl
 
         ssl_context = ssl.create_default_context(cafile=kafka.ssl_ca_location)
+    if not kafka.uses_sasl:
+        return faust.SSLCredentials(ssl_context) if ssl_context is not None else None
+    username, password = kafka.credentials()
     return faust.SASLCredentials(
-        username=kafka.sasl_username or "",
+        username=username,
         password=password,
         mechanism=kafka.sasl_mechanism,
         ssl_context=ssl_context,

@@ -1,4 +1,5 @@
-"""Creates the catalog's topics, idempotently (existing topics are left as they are)."""
+"""Creates the catalog's topics, idempotently (existing topics are left as they are), with the
+connection's replication factor and min.insync.replicas."""
 
 from __future__ import annotations
 
@@ -36,8 +37,11 @@ def create_topics(
                 NewTopic(
                     connection.topic(s),
                     num_partitions=s.partitions,
-                    replication_factor=1,
-                    config=s.config(),
+                    replication_factor=connection.replication_factor,
+                    config={
+                        **s.config(),
+                        "min.insync.replicas": str(connection.min_insync_replicas),
+                    },
                 )
                 for s in missing
             ],

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
+from streams.kafka.principals import MONITOR
 from streams.monitor.drift.config import DriftSettings
 from streams.service_settings import ServiceSettings
 
 
 class MonitorSettings(ServiceSettings):
+    KAFKA_PRINCIPAL: ClassVar[str | None] = MONITOR
     metrics_port: int = Field(
         9304, ge=0, le=65535, description="Prometheus /metrics port on 127.0.0.1; 0 disables it."
     )

@@ -23,8 +23,10 @@ from schemas.model_updates import ModelUpdate
 from schemas.topics import MODEL_UPDATES
 from serving.service import ScorerService
 from serving.settings import ServeSettings
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import SCORER
 from streams.kafka.producer import EventProducer
 from streams.redis.connection import RedisConnection
 from tests.integration.serving.helpers import (
@@ -58,6 +60,7 @@ def scorer(
     FeatureFeed(kafka, redis_connection).ingest(events("u42", [f"i{n}" for n in range(1002, 1012)]))
     plain = kafka.model_copy(update={"topic_prefix": ""})
     create_topics(plain)
+    grant_acls(plain)
     model_name = f"docs{uuid.uuid4().hex[:8]}"
     torch.manual_seed(0)
     items = [f"i{n}" for n in range(1000, 1300)]
@@ -72,7 +75,7 @@ def scorer(
     producer.close()
     service = ScorerService(
         ServeSettings(
-            kafka=plain, redis=scorer_redis_connection, model_store=tmp_path,
+            kafka=plain.as_principal(SCORER), redis=scorer_redis_connection, model_store=tmp_path,
             model_name=model_name, group_id="streamrec-docs-scorer",
             requests_offset_reset="earliest",
         )

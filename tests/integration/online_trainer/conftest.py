@@ -11,6 +11,7 @@ from models.session_config import SessionTransformerConfig
 from online_trainer.settings import TrainSettings
 from schemas.topics import INTERACTIONS
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import TRAINER
 from streams.kafka.producer import EventProducer
 
 TINY = SessionTransformerConfig(
@@ -47,7 +48,7 @@ def publish(kafka: KafkaConnection, frame: pd.DataFrame) -> int:
 
 def train_settings(kafka: KafkaConnection, tmp: Path, **changes: object) -> TrainSettings:
     base: dict[str, object] = {
-        "kafka": kafka,
+        "kafka": kafka.as_principal(TRAINER),
         "model": TINY,
         "state_dir": tmp / "state",
         "store_dir": tmp / "store",

@@ -27,6 +27,7 @@ from serving.settings import CanaryPolicy, ServeSettings
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.writer import FeatureWriter
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import SCORER
 from streams.kafka.producer import EventProducer
 from streams.redis.connection import RedisConnection
 from tests.integration.kafka_helpers import read_all
@@ -111,7 +112,7 @@ def settings(
     canary: CanaryPolicy | None = None,
 ) -> ServeSettings:
     return ServeSettings(
-        kafka=kafka,
+        kafka=kafka.as_principal(SCORER),
         redis=scorer_redis,
         model_store=store,
         model_name=MODEL,

@@ -21,6 +21,7 @@ from schemas.recommendations import RecommendationResponse, ResponseError, Score
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
 from schemas.wire import decode
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import MONITOR
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.config import DriftSettings
 from streams.monitor.offsets import reported_through
@@ -68,7 +69,7 @@ def watermark_pushers(at: float) -> list[Record]:
 @pytest.fixture
 def settings(kafka: KafkaConnection) -> MonitorSettings:
     return MonitorSettings(
-        kafka=kafka,
+        kafka=kafka.as_principal(MONITOR),
         group_id=f"monitor-{uuid.uuid4().hex[:8]}",
         metrics_port=0,
         k=3,

@@ -1,0 +1,69 @@
+"""Who may do what on Kafka: one SASL principal per role, each granted only what it does.
+
+The broker denies whatever no ACL allows (`allow.everyone.if.no.acl.found=false`), so this table
+is the whole of what each credential can do. `admin` (topics, ACLs, credentials) and `broker`
+(the broker's own connections) are super users configured on the broker and appear here only by
+name; they need no ACL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.topics import (
+    ALERTS_DRIFT,
+    CATALOG,
+    INTERACTIONS,
+    INTERACTIONS_DLQ,
+    KPI_METRICS,
+    MODEL_UPDATES,
+    REC_REQUESTS,
+    REC_REQUESTS_DLQ,
+    REC_RESPONSES,
+    TopicSpec,
+)
+
+ADMIN = "admin"
+"""Creates topics, ACLs and credentials (`streamrec up`, `streamrec topics create`, tests)."""
+BROKER = "broker"
+"""The broker's own inter-broker and controller connections."""
+SUPER_USERS = (ADMIN, BROKER)
+
+APP = "app"
+OPERATOR = "operator"
+FEATURE_WORKER = "feature-worker"
+TRAINER = "trainer"
+SCORER = "scorer"
+MONITOR = "monitor"
+
+
+@dataclass(frozen=True)
+class Grants:
+    reads: tuple[TopicSpec, ...]
+    """READ on these topics (DESCRIBE comes with it) and READ on consumer groups."""
+    writes: tuple[TopicSpec, ...]
+    """WRITE on these topics; on Kafka >= 3.0 WRITE on any topic also allows the idempotent
+    producer's InitProducerId, so no cluster-wide IDEMPOTENT_WRITE is granted."""
+
+
+GRANTS: dict[str, Grants] = {
+    # An application: sends interactions and requests, reads answers, KPIs and alerts.
+    APP: Grants(
+        reads=(REC_RESPONSES, KPI_METRICS, ALERTS_DRIFT), writes=(INTERACTIONS, REC_REQUESTS)
+    ),
+    # Looks at everything (dead letters included), changes nothing.
+    OPERATOR: Grants(reads=CATALOG, writes=()),
+    FEATURE_WORKER: Grants(reads=(INTERACTIONS,), writes=(INTERACTIONS_DLQ,)),
+    # The only writer of model versions outside the canary's decisions.
+    TRAINER: Grants(reads=(INTERACTIONS, ALERTS_DRIFT), writes=(MODEL_UPDATES,)),
+    # Writes model.updates only for its canary's promote and rollback decisions.
+    SCORER: Grants(
+        reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS),
+        writes=(REC_RESPONSES, REC_REQUESTS_DLQ, MODEL_UPDATES),
+    ),
+    # The only writer of KPIs and drift alerts.
+    MONITOR: Grants(reads=(REC_RESPONSES, INTERACTIONS), writes=(KPI_METRICS, ALERTS_DRIFT)),
+}
+
+PRINCIPALS: tuple[str, ...] = (*SUPER_USERS, *GRANTS)
+"""Every principal `streamrec up` makes a credential for."""

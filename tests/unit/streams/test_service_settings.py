@@ -1,0 +1,34 @@
+import pytest
+
+from online_trainer.settings import TrainSettings
+from serving.settings import ServeSettings
+from streams.feature_worker.settings import StreamSettings
+from streams.kafka.connection import KafkaConnection
+from streams.monitor.settings import MonitorSettings
+from streams.service_settings import ServiceSettings
+
+
+@pytest.mark.parametrize(
+    ("settings", "principal"),
+    [
+        (StreamSettings, "feature-worker"),
+        (TrainSettings, "trainer"),
+        (ServeSettings, "scorer"),
+        (MonitorSettings, "monitor"),
+    ],
+)
+def test_each_service_logs_in_as_its_own_kafka_principal(
+    monkeypatch: pytest.MonkeyPatch, settings: type[ServiceSettings], principal: str
+) -> None:
+    # Setting another Kafka field must not reset the principal to the connection's default.
+    monkeypatch.setenv("STREAMREC_KAFKA__BOOTSTRAP_SERVERS", "broker:9092")
+
+    assert settings().kafka.sasl_username == principal
+    assert settings(kafka=KafkaConnection()).kafka.sasl_username == principal
+
+
+def test_a_principal_named_in_the_settings_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMREC_KAFKA__SASL_USERNAME", "scorer-eu")
+
+    assert ServeSettings().kafka.sasl_username == "scorer-eu"
+    assert ServeSettings(kafka=KafkaConnection(sasl_username="x")).kafka.sasl_username == "x"
