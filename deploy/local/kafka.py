@@ -1,6 +1,7 @@
 """Apache Kafka in KRaft combined mode (broker + controller), run from its Maven Central jars.
 
-Secured as a production cluster is: clients authenticate with SASL/SCRAM-SHA-512 and the standard
+Secured as a production cluster is: clients authenticate with SASL/SCRAM-SHA-512 (on `kafka_port`,
+and over TLS with a local CA on `tls_port`) and the standard
 authorizer denies whatever no ACL allows (streams/kafka/principals.py, streams/kafka/acls.py).
 The controller listener is internal (the broker's own connections only) and authenticates the
 broker with SASL/PLAIN: SCRAM credentials live in the metadata the controller serves, so the
@@ -28,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from deploy.local.kafka_credentials import ITERATIONS, MECHANISM, ensure_passwords, format_arguments
+from deploy.local.kafka_tls import LocalCertificates
 from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
 from deploy.local.settings import LocalStackSettings
 from streams.kafka.connection import KafkaConnection
@@ -49,6 +51,7 @@ class LocalKafka:
         self.data = self.dir / "data"
         self.pid_file = self.dir / "kafka.pid"
         self.log_file = self.dir / "logs" / "server.out"
+        self.certificates = LocalCertificates(settings.kafka_tls_dir, settings.host)
 
     @property
     def address(self) -> str:
@@ -81,6 +84,10 @@ class LocalKafka:
         )
         stamp.write_text(pom_sha)
 
+    @property
+    def tls_address(self) -> str:
+        return f"{self.s.host}:{self.s.tls_port}"
+
     def admin_connection(self) -> KafkaConnection:
         """The `admin` super user: creates topics, ACLs and credentials."""
         return KafkaConnection(
@@ -89,12 +96,16 @@ class LocalKafka:
 
     def _security_lines(self, passwords: dict[str, str]) -> list[str]:
         broker = passwords[BROKER]
+        scram_login = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{BROKER}" password="{broker}";'
+        )
         return [
             f"sasl.enabled.mechanisms={MECHANISM}",
             f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
-            "listener.name.clients.scram-sha-512.sasl.jaas.config="
-            "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            f'username="{BROKER}" password="{broker}";',
+            f"listener.name.clients.scram-sha-512.sasl.jaas.config={scram_login}",
+            f"listener.name.clients_tls.scram-sha-512.sasl.jaas.config={scram_login}",
+            *self.certificates.server_properties(),
             "sasl.mechanism.controller.protocol=PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
             "listener.name.controller.plain.sasl.jaas.config="
@@ -117,12 +128,13 @@ class LocalKafka:
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@{s.host}:{s.kafka_controller_port}",
-                    f"listeners=CLIENTS://{s.host}:{s.kafka_port},"
+                    f"listeners=CLIENTS://{self.address},CLIENTS_TLS://{self.tls_address},"
                     f"CONTROLLER://{s.host}:{s.kafka_controller_port}",
-                    f"advertised.listeners=CLIENTS://{s.host}:{s.kafka_port}",
+                    f"advertised.listeners=CLIENTS://{self.address},"
+                    f"CLIENTS_TLS://{self.tls_address}",
                     "controller.listener.names=CONTROLLER",
                     "listener.security.protocol.map=CLIENTS:SASL_PLAINTEXT,"
-                    "CONTROLLER:SASL_PLAINTEXT",
+                    "CLIENTS_TLS:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
                     "inter.broker.listener.name=CLIENTS",
                     *self._security_lines(passwords),
                     f"log.dirs={self.data.resolve()}",
@@ -205,6 +217,7 @@ class LocalKafka:
         self.ensure_jars()
         self.dir.mkdir(parents=True, exist_ok=True)
         passwords = ensure_passwords(self.s.secrets_dir)
+        self.certificates.ensure()
         config = self._write_config(passwords)
         self._format_storage(config, passwords)
         heap = f"{self.s.kafka_heap_mb}m"

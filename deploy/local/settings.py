@@ -19,6 +19,10 @@ class LocalStackSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Both services bind here only.")
     kafka_port: int = Field(9092, ge=1, le=65535)
     kafka_controller_port: int = Field(9093, ge=1, le=65535)
+    kafka_tls_port: int = Field(
+        0, ge=0, le=65535, description="The SASL_SSL listener's port; 0: kafka_port + 2 (so "
+        "stacks on different ports never share it).",
+    )
     kafka_heap_mb: int = Field(
         768, ge=256, le=16384, description="JVM heap; sized for a 2-core, shared machine."
     )
@@ -36,6 +40,15 @@ class LocalStackSettings(BaseSettings):
     redis_maxmemory_mb: int = Field(2048, ge=64, description="Bounded memory, LRU off: noeviction.")
     start_timeout_s: float = Field(90.0, gt=0, description="How long `up` waits for health.")
     pom: Path = Field(DEPLOY_DIR / "kafka" / "pom.xml", description="Pins the Kafka version.")
+
+    @property
+    def tls_port(self) -> int:
+        return self.kafka_tls_port or self.kafka_port + 2
+
+    @property
+    def kafka_tls_dir(self) -> Path:
+        """The local CA and the broker's certificate (ca.pem is what SASL_SSL clients trust)."""
+        return self.kafka_dir / "tls"
 
     @property
     def kafka_dir(self) -> Path:

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from pydantic import SecretStr
 
+from deploy.local.stack import LocalStack
 from schemas.topics import ALERTS_DRIFT, CATALOG, INTERACTIONS, KPI_METRICS, MODEL_UPDATES
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import (
@@ -115,3 +116,36 @@ def test_a_principal_reads_nothing_it_is_not_granted(kafka: KafkaConnection) -> 
     assert write(kafka, topic) is None
 
     assert read_all(kafka.as_principal(TRAINER), topic, expected=1, timeout_s=5) == []
+
+
+def test_sasl_ssl_with_the_local_ca_authenticates_over_tls(
+    stack: LocalStack, kafka: KafkaConnection
+) -> None:
+    s = stack.settings
+    tls = kafka.model_copy(
+        update={
+            "bootstrap_servers": f"{s.host}:{s.tls_port}",
+            "security_protocol": "SASL_SSL",
+            "ssl_ca_location": str(stack.kafka.certificates.ca_certificate.resolve()),
+        }
+    ).as_principal(APP)
+
+    assert write(tls, tls.topic(INTERACTIONS), idempotent=True) is None
+    refused = write(tls, tls.topic(MODEL_UPDATES))
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_tls_client_that_does_not_trust_the_local_ca_is_refused(
+    stack: LocalStack, kafka: KafkaConnection
+) -> None:
+    s = stack.settings
+    untrusting = kafka.model_copy(
+        update={"bootstrap_servers": f"{s.host}:{s.tls_port}", "security_protocol": "SASL_SSL"}
+    ).as_principal(APP)
+    errors: list[KafkaError] = []
+    producer = Producer({**untrusting.client_config(), "error_cb": errors.append})
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+
+    assert errors and errors[0].code() == KafkaError._SSL, errors
