@@ -32,8 +32,10 @@ from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.worker_process import APPLIED, WorkerProcess, settled
 from schemas.topics import CATALOG, INTERACTIONS
 from streams.feature_worker.settings import StreamSettings
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile
 from streams.pacing import Pacer
@@ -121,13 +123,19 @@ def _raw_consume_rate(kafka: KafkaConnection, total: int) -> float:
     return seen / (time.perf_counter() - started)
 
 
+def _bench_topics(settings: StreamSettings, prefix: str) -> KafkaConnection:
+    """The catalog under a prefix of this run's own, with its ACLs; the bench's own clients log
+    in as `admin`, the worker it starts as its own principal."""
+    kafka = settings.kafka.as_principal(ADMIN).model_copy(update={"topic_prefix": prefix})
+    create_topics(kafka)
+    grant_acls(kafka)
+    return kafka
+
+
 def _throughput(
     settings: StreamSettings, events: int, batch: int, log: Path
 ) -> tuple[_Drain, float]:
-    kafka = settings.kafka.model_copy(
-        update={"topic_prefix": f"bench.ingest.{uuid.uuid4().hex[:8]}."}
-    )
-    create_topics(kafka)
+    kafka = _bench_topics(settings, f"bench.ingest.{uuid.uuid4().hex[:8]}.")
     try:
         producer = _producer(kafka)
         topic = kafka.topic(INTERACTIONS)
@@ -147,10 +155,7 @@ def _throughput(
 def _freshness(
     settings: StreamSettings, rate: float, seconds: float, batch: int, log: Path
 ) -> tuple[float, float, int]:
-    kafka = settings.kafka.model_copy(
-        update={"topic_prefix": f"bench.fresh.{uuid.uuid4().hex[:8]}."}
-    )
-    create_topics(kafka)
+    kafka = _bench_topics(settings, f"bench.fresh.{uuid.uuid4().hex[:8]}.")
     try:
         producer = _producer(kafka)
         topic = kafka.topic(INTERACTIONS)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from bench.report import percentile, print_table, write_result
+from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 from streams.pacing import Pacer
 from streams.service_settings import ServiceSettings
@@ -110,21 +111,22 @@ def _latencies(
 def run(
     json_path: Path, messages: int, size: int, latency_rate: float, latency_seconds: float
 ) -> None:
-    settings = ServiceSettings()
-    config = settings.kafka.client_config()
+    # Its own topics, outside the catalog: created, written and read as admin.
+    kafka = ServiceSettings().kafka.with_default_principal(ADMIN)
+    config = kafka.client_config()
     admin = AdminClient(config)
     throughput_topic = f"bench.kafka.{uuid.uuid4().hex[:8]}"
     latency_topic = f"{throughput_topic}.latency"
     _create_topic(admin, throughput_topic)
     _create_topic(admin, latency_topic)
     try:
-        producer = EventProducer(settings.kafka)
+        producer = EventProducer(kafka)
         produce = _produce_rate(producer, throughput_topic, messages, size)
         consumer = _consumer(config, throughput_topic)
         consume = _consume_rate(consumer, messages)
         consumer.close()
         # Linger 0: each record leaves at once, so we measure the pipe and not batching.
-        latency_producer = EventProducer(settings.kafka, **{"linger.ms": 0})
+        latency_producer = EventProducer(kafka, **{"linger.ms": 0})
         assigned = threading.Event()
         latency_consumer = _consumer(config, latency_topic, assigned)
         lat = _latencies(

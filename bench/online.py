@@ -31,9 +31,11 @@ from online_trainer.service import TrainerService
 from online_trainer.settings import TrainSettings
 from schemas import InteractionEvent
 from schemas.topics import INTERACTIONS
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.contract_loop import Envelope
+from streams.kafka.principals import ADMIN, TRAINER
 from streams.kafka.producer import EventProducer
 from streams.pacing import Pacer
 
@@ -97,11 +99,12 @@ def _produce(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
 def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     frame = load_ml100k().sort_values("timestamp", kind="stable").reset_index(drop=True)
     half = len(frame) // 2
-    kafka = KafkaConnection(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.")
+    kafka = KafkaConnection(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN)
     create_topics(kafka)
+    grant_acls(kafka)
     work = Path(mkdtemp(prefix="streamrec-bench-online-"))
     settings = TrainSettings(
-        kafka=kafka,
+        kafka=kafka.as_principal(TRAINER),
         state_dir=work / "state",
         store_dir=work / "store",
         group_id=f"bench-trainer-{uuid.uuid4().hex[:6]}",

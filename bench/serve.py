@@ -40,8 +40,10 @@ from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
 from schemas.topics import CATALOG, INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
 from schemas.wire import decode
+from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
+from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile, scrape
 from streams.pacing import Pacer
@@ -267,9 +269,13 @@ def run(
     """Measures every rate twice in one run: all processes at equal CPU priority (`by_rate`),
     then with the ingest side (feature worker, event generator) at `ingest_nice`
     (`by_rate_ingest_niced`), as STREAMREC_CPU_NICE would deploy it on a shared host."""
-    kafka = KafkaConnection(topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.")
+    # The bench's own clients log in as admin; the scorer and worker it starts as their own.
+    kafka = KafkaConnection(
+        topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN
+    )
     key_prefix = f"sr:bench:{uuid.uuid4().hex[:8]}:"
     create_topics(kafka)
+    grant_acls(kafka)
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     log = workdir / "children.log"
     stop_ingest = multiprocessing.get_context("spawn").Event()
