@@ -262,7 +262,8 @@ class LocalKafka:
                 last_error = str(exc)
             time.sleep(0.5)
         raise TimeoutError(
-            f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file}"
+            f"kafka not healthy after {timeout_s}s ({last_error}); see {self.log_file} (a broker "
+            f"started before Kafka required SASL answers no login: `streamrec down`, then `up`)"
         )
 
     def ensure_credentials(self, timeout_s: float = 30.0) -> None:

@@ -39,7 +39,7 @@ def _broker_urls(settings: StreamSettings) -> list[str]:
     return [f"kafka://{server.strip()}" for server in settings.kafka.bootstrap_servers.split(",")]
 
 
-def _credentials(settings: StreamSettings) -> Any:
+def broker_credentials(settings: StreamSettings) -> Any:
     """faust's form of the connection's security: the same protocol librdkafka clients use, so
     `SSL` is TLS here too and SASL without a principal or password fails at start."""
     kafka = settings.kafka
@@ -65,7 +65,7 @@ def create_app(settings: StreamSettings) -> BatchingApp:
         settings.group_id,
         fetch_batching=FetchBatching(settings.fetch_min_bytes, settings.fetch_max_wait_ms),
         broker=_broker_urls(settings),
-        broker_credentials=_credentials(settings),
+        broker_credentials=broker_credentials(settings),
         value_serializer="raw",
         key_serializer="raw",
         # The catalog creates and owns the topics; a worker declares nothing.
