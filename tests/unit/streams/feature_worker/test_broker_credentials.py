@@ -9,7 +9,6 @@ from streams.feature_worker.worker import broker_credentials
 from streams.kafka.connection import KafkaConnection, KafkaCredentialsError
 
 
-
 def settings(**kafka: object) -> StreamSettings:
     return StreamSettings(kafka=KafkaConnection.model_validate(kafka))
 
