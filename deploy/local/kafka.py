@@ -14,7 +14,14 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
+from deploy.local.process import (
+    ServiceState,
+    exited,
+    owned_pid,
+    port_open,
+    start_detached,
+    stop_pid,
+)
 from deploy.local.settings import LocalStackSettings
 
 logger = logging.getLogger(__name__)
@@ -176,7 +183,7 @@ class LocalKafka:
         deadline = time.monotonic() + timeout_s
         # The port first: librdkafka logs every refused connection, so ask only once it listens.
         while not port_open(self.s.host, self.s.kafka_port):
-            if self.pid_file.exists() and not owned_pid(self.pid_file, MAIN_CLASS):
+            if exited(self.pid_file):
                 raise RuntimeError(f"kafka exited during start; see {self.log_file}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka not listening after {timeout_s}s; see {self.log_file}")

@@ -27,7 +27,7 @@ from schemas.events import InteractionEvent
 from schemas.recommendations import RecommendationResponse
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
 from schemas.wire import ContractError, decode
-from streams.kafka.consumer import BatchConsumer
+from streams.kafka.consumer import BatchConsumer, commit_offsets
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.profiles import FeatureProfile
 from streams.monitor.metrics import MonitorMetrics
@@ -159,7 +159,8 @@ class MonitorService:
         )
         if not offsets:
             return
-        self.consumer.raw.commit(offsets=offsets, asynchronous=False)
+        if not commit_offsets(self.consumer.raw, offsets):
+            return  # the partitions moved: their new owner re-reads from the last commit
         self.tracker.committed(offsets)
         self._committed_bound = bound
 
