@@ -22,8 +22,9 @@ from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from schemas import ContractError, DriftAlert, InteractionEvent, decode
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS
-from streams.kafka.consumer import BatchConsumer
+from streams.kafka.consumer import BatchConsumer, source_position
 from streams.kafka.contract_loop import ContractLoop
+from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,9 @@ class TrainerService:
             None,
             batch_size=settings.batch_size,
             batch_timeout_s=settings.batch_timeout_s,
+            max_future_skew_s=settings.max_future_skew_s,
         )
+        self.alert_dead_letters = DeadLetterWriter(self.producer, "trainer")
         self.alerts = BatchConsumer(
             settings.kafka,
             settings.alerts_group_id,
@@ -125,9 +128,13 @@ class TrainerService:
     def _poll_alerts(self) -> None:
         for message in self.alerts.poll_batch(100, 0.0):
             try:
-                alert = decode(DriftAlert, message.value())
-            except ContractError:
-                logger.warning("ignored invalid alert offset=%s", message.offset())
+                alert = decode(DriftAlert, message.value(), self.settings.max_future_skew_s)
+            except ContractError as error:
+                self.alert_dead_letters.write(
+                    message.key(), message.value(), error, source_position(message)
+                )
+                self.producer.flush()  # the dead letter is durable before the commit passes it
+                self.alerts.commit([message])
                 continue
             fresh = alert.detected_at >= self.started_at - self.settings.alert_max_age_s
             if alert.suggested_action == "retrain" and fresh:

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from schemas.fields import STRICT_RECORD, Count, Id, Rate, Timestamp
+from schemas.fields import INTEGRAL, STRICT_RECORD, Count, Id, Rate, SchemaVersion1, Timestamp
 from schemas.limits import MAX_K
 
 
 class KpiReport(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     model_version: Id
     window_start: Timestamp
     window_end: Timestamp
-    k: Annotated[int, Field(ge=1, le=MAX_K)]
+    k: Annotated[int, Field(ge=1, le=MAX_K), INTEGRAL]
     responses: Count
     hits: Count
     clicks: Count

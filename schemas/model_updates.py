@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
+from pydantic.json_schema import WithJsonSchema
 
-from schemas.fields import STRICT_RECORD, Id, Text, Timestamp
+from schemas.fields import INTEGRAL, STRICT_RECORD, Id, SchemaVersion1, Text, Timestamp
 
-Version = Annotated[str, Field(pattern=r"^[0-9]{1,6}\.[0-9]{1,9}$")]
+Version = Annotated[
+    str,
+    StringConstraints(pattern=r"\A[0-9]{1,6}\.[0-9]{1,9}\z"),
+    # "Only digits and a dot" as well: Python-`re` validators let `$` match before a final "\n".
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^[0-9]{1,6}\.[0-9]{1,9}$",
+            "not": {"pattern": "[^0-9.]"},
+        }
+    ),
+]
 """`major.minor`: a full retrain bumps major, each gated online publication bumps minor."""
 
 Metrics = Annotated[dict[Id, Annotated[float, Field(ge=-1e12, le=1e12)]], Field(max_length=64)]
@@ -19,13 +31,13 @@ class TrainingWindow(BaseModel):
 
     start: Timestamp
     end: Timestamp
-    events: Annotated[int, Field(ge=0)]
+    events: Annotated[int, Field(ge=0), INTEGRAL]
 
 
 class ModelUpdate(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     model_name: Id
     version: Version
     kind: Literal["delta", "full"]

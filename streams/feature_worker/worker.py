@@ -132,7 +132,8 @@ def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetric
     async def features(stream: Any) -> None:
         writer = FeatureWriter(FeatureWriter.connect(settings.redis), settings.redis.key_prefix)
         pipeline = FeaturePipeline(
-            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events
+            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events,
+            max_future_skew_s=settings.max_future_skew_s,
         )
         async for events in stream.take_events(settings.batch_max_events, settings.batch_within_s):
             await _process_or_abandon(pipeline, events)

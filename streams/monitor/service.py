@@ -114,11 +114,11 @@ class MonitorService:
         source = f"{topic}:{partition}"
         try:
             if topic == self._responses_topic:
-                response = decode(RecommendationResponse, value)
+                response = decode(RecommendationResponse, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_response(response, wall, source)
                 event_time = response.served_at
             else:
-                event = decode(InteractionEvent, value)
+                event = decode(InteractionEvent, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_interaction(event, wall, source)
                 event_time = event.timestamp
         except ContractError as error:
