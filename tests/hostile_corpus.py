@@ -29,7 +29,7 @@ from schemas.topics import (
 )
 from tests.contract_examples import examples
 
-Headers = list[tuple[str, str | bytes | None]]
+Headers = list[tuple[str, bytes]]
 
 
 @dataclass(frozen=True)

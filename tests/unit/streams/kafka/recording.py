@@ -4,6 +4,7 @@ the same loops run against the real Kafka in tests/integration)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import Message
 from pydantic import BaseModel
@@ -13,13 +14,16 @@ from tests.hostile_corpus import Hostile
 
 
 def messages(topic: str, records: Sequence[Hostile]) -> list[Message]:
-    return [
-        Message(
-            topic=topic, partition=0, offset=n, key=h.key, value=h.value, headers=h.headers,
-            timestamp=(1, 1_700_000_000_000),
+    out = []
+    for n, h in enumerate(records):
+        headers: Any = h.headers
+        out.append(
+            Message(
+                topic=topic, partition=0, offset=n, key=h.key, value=h.value, headers=headers,
+                timestamp=(1, 1_700_000_000_000),
+            )
         )
-        for n, h in enumerate(records)
-    ]
+    return out
 
 
 class RecordingConsumer:
