@@ -127,6 +127,14 @@ class MonitorService:
                 "invalid record skipped topic=%s partition=%d offset=%d error=%s",
                 topic, partition, offset, error.kind,
             )
+        except Exception:
+            # A record that passes its contract yet breaks the pipeline would otherwise stop the
+            # monitor at every restart on the same record: it is skipped and counted instead.
+            outcome = "invalid"
+            logger.exception(
+                "record failed and skipped topic=%s partition=%d offset=%d",
+                topic, partition, offset,
+            )
         if outcome in ("late", "invalid"):
             event_time = float("-inf")  # holds no state
         self.metrics.records.labels(topic, outcome).inc()

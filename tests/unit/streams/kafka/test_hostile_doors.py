@@ -61,3 +61,32 @@ def test_the_contract_loop_dead_letters_every_hostile_record_and_keeps_going(doo
         assert letter.stage == "validate" and letter.source_topic == door
     assert loop.counters.dead_lettered == len(hostile)
 
+
+
+def test_a_control_loop_dead_letters_a_record_its_handler_raises_on_and_handles_the_rest() -> None:
+    from schemas import encode
+    from tests.contract_examples import examples
+    from tests.hostile_corpus import Hostile
+
+    alert = encode(examples()["DriftAlert"])
+    batch = messages("alerts.drift", [Hostile(f"ok {n}", b"k", alert) for n in range(3)])
+    consumer, producer = RecordingConsumer([batch]), RecordingProducer()
+    handled: list[int] = []
+
+    def handler(envelopes: list[Envelope[Any]]) -> list[RecordRejected]:
+        (envelope,) = envelopes  # isolated: one record per call
+        if envelope.position.offset == 1:
+            raise ZeroDivisionError("a bug this record finds")
+        handled.append(envelope.position.offset)
+        return []
+
+    loop: ContractLoop[Any] = ContractLoop(
+        consumer, RECORDS["DriftAlert"], handler, producer,  # type: ignore[arg-type]
+        DeadLetterWriter(producer, "test"), isolate_records=True,  # type: ignore[arg-type]
+    )
+    assert loop.run_once() == 3
+    assert handled == [0, 2] and consumer.committed == [0, 1, 2]
+    (letter,) = [decode(DeadLetter, raw) for raw in producer.to("alerts.drift.dlq")]
+    assert (letter.source_offset, letter.stage, letter.error_class) == (
+        1, "apply", "ZeroDivisionError"
+    )
