@@ -3,10 +3,10 @@
 Each rule is written once and checked two ways: by pydantic here, and by any JSON Schema
 validator through the exported schemas (schemas/jsonschema_export.py). Character rules are
 therefore expressed as character classes that Rust's `regex` (pydantic), Python's `re` and
-ECMA-262 (JSON Schema) read alike; pydantic full-matches them (`\\A...\\z`), while the JSON
-Schemas say "contains no character outside the class" (`not` + an unanchored pattern), because
-anchors do not agree across engines: Python's `$` also matches before a trailing newline, which
-let an id ending in "\\n" through a `^...$` pattern.
+ECMA-262 (JSON Schema) read alike; pydantic full-matches them (`\\A...\\z`, in the syntax of its
+default Rust engine), while the JSON Schemas say "contains no character outside the class"
+(`not` + an unanchored pattern), because anchors do not agree across engines: Python's `$` also
+matches before a trailing newline, so `^...$` lets an id ending in "\\n" through there.
 """
 
 from __future__ import annotations

@@ -124,13 +124,15 @@ def _contract_accepts(name: str, document: Any) -> bool:
 def test_json_schema_and_contract_agree_on_valid_and_mutated_records(name: str) -> None:
     validator = jsonschema.Draft202012Validator(_schema(name))
     disagreements = []
-    cases = 0
+    verdicts = []
     for case, document in _documents(name):
-        cases += 1
-        if validator.is_valid(document) != _contract_accepts(name, document):
+        verdicts.append(accepted := _contract_accepts(name, document))
+        if validator.is_valid(document) != accepted:
             disagreements.append(case)
-    assert cases > 100
     assert disagreements == []
+    # Both sides of every rule are exercised: many mutations stay valid (boundary values,
+    # integral floats, optional fields left out), most do not.
+    assert 50 <= sum(verdicts) <= len(verdicts) - 250
 
 
 @pytest.mark.parametrize("name", sorted(RECORDS))
