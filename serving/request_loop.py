@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException, Message
 
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from schemas.recommendations import RecommendationRequest
 from serving.batch_fill import BatchFill
 from serving.metrics import ServeMetrics
@@ -76,10 +77,12 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
         commit_interval_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         fill_min_expected: float = 0.5,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
     ) -> None:
         super().__init__(
             consumer, RecommendationRequest, handler, producer, dead_letters,
             batch_size=batch_size,  # run_once polls with the fill window, not a batch timeout
+            max_future_skew_s=max_future_skew_s,
         )
         self._metrics = metrics
         self._unflushed: list[Message] = []

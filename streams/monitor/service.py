@@ -114,11 +114,11 @@ class MonitorService:
         source = f"{topic}:{partition}"
         try:
             if topic == self._responses_topic:
-                response = decode(RecommendationResponse, value)
+                response = decode(RecommendationResponse, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_response(response, wall, source)
                 event_time = response.served_at
             else:
-                event = decode(InteractionEvent, value)
+                event = decode(InteractionEvent, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_interaction(event, wall, source)
                 event_time = event.timestamp
         except ContractError as error:
@@ -126,6 +126,14 @@ class MonitorService:
             logger.warning(
                 "invalid record skipped topic=%s partition=%d offset=%d error=%s",
                 topic, partition, offset, error.kind,
+            )
+        except Exception:
+            # A record that passes its contract yet breaks the pipeline would otherwise stop the
+            # monitor at every restart on the same record: it is skipped and counted instead.
+            outcome = "invalid"
+            logger.exception(
+                "record failed and skipped topic=%s partition=%d offset=%d",
+                topic, partition, offset,
             )
         if outcome in ("late", "invalid"):
             event_time = float("-inf")  # holds no state
