@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,14 @@ def _answered(kafka: KafkaConnection, request_id: str) -> bool:
     return any(r.request_id == request_id and r.status == "ok" for r in responses(kafka, 0, 2.0))
 
 
+def _trained_past(trainer: TrainerService, batches: int) -> bool:
+    return trainer.trainer.state.batches > batches
+
+
+def _read_past(monitor: MonitorService, records: float) -> bool:
+    return _monitor_records(monitor) >= records
+
+
 def _monitor_records(monitor: MonitorService) -> float:
     return sum(
         sample.value
@@ -130,9 +139,9 @@ def test_services_wait_through_broker_outages_and_resume(
             _send_interactions(kafka, 300, seed=round_)
             asked = request("u1")
             send_requests(kafka, [asked])
-            _wait(lambda r=asked: _answered(kafka, r.request_id), "the scorer to answer")
-            _wait(lambda t=trained: trainer.trainer.state.batches > t, "the trainer to train")
-            _wait(lambda s=seen: _monitor_records(monitor) >= s + 300, "the monitor to read")
+            _wait(partial(_answered, kafka, asked.request_id), "the scorer to answer")
+            _wait(partial(_trained_past, trainer, trained), "the trainer to train")
+            _wait(partial(_read_past, monitor, seen + 300), "the monitor to read")
         ledger = trainer.trainer.state.ledger
         assert (ledger.overlaps, ledger.gaps) == (0, 0)  # nothing trained twice, nothing skipped
     finally:
