@@ -67,6 +67,19 @@ def _characters_json_schema(forbidden: str, min_length: int, max_length: int) ->
     }
 
 
+def full_match(body: str, characters: str) -> tuple[StringConstraints, WithJsonSchema]:
+    """Constraints of a string matching the regex `body` whole, every character in the class
+    `[characters]`: full-matched by pydantic (`\\A...\\z`); in the JSON Schema, `^...$` plus
+    "no character outside the class", since a Python-`re` validator's `$` also matches before a
+    final newline. Use as `Annotated[str, *full_match(...)]`."""
+    return (
+        StringConstraints(pattern=rf"\A{body}\z"),
+        WithJsonSchema(
+            {"type": "string", "pattern": f"^{body}$", "not": {"pattern": f"[^{characters}]"}}
+        ),
+    )
+
+
 Id = Annotated[
     str,
     StringConstraints(

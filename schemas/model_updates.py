@@ -11,45 +11,25 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
-from pydantic.json_schema import WithJsonSchema
+from pydantic import BaseModel, Field
 
-from schemas.fields import INTEGRAL, STRICT_RECORD, Id, SchemaVersion2, Text, Timestamp
+from schemas.fields import (
+    INTEGRAL,
+    STRICT_RECORD,
+    Id,
+    SchemaVersion2,
+    Text,
+    Timestamp,
+    full_match,
+)
 
-Version = Annotated[
-    str,
-    StringConstraints(pattern=r"\A[0-9]{1,6}\.[0-9]{1,9}\z"),
-    # "Only digits and a dot" as well: Python-`re` validators let `$` match before a final "\n".
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": r"^[0-9]{1,6}\.[0-9]{1,9}$",
-            "not": {"pattern": "[^0-9.]"},
-        }
-    ),
-]
+Version = Annotated[str, *full_match(r"[0-9]{1,6}\.[0-9]{1,9}", "0-9.")]
 """`major.minor`: a full retrain bumps major, each gated online publication bumps minor."""
 
-ModelName = Annotated[
-    str,
-    StringConstraints(pattern=r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\z"),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
-            "not": {"pattern": "[^A-Za-z0-9_.-]"},
-        }
-    ),
-]
+ModelName = Annotated[str, *full_match(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "A-Za-z0-9_.-")]
 """A folder name in the model store: no separators, no leading dot, so never a path."""
 
-Sha256 = Annotated[
-    str,
-    StringConstraints(pattern=r"\A[0-9a-f]{64}\z"),
-    WithJsonSchema(
-        {"type": "string", "pattern": "^[0-9a-f]{64}$", "not": {"pattern": "[^0-9a-f]"}}
-    ),
-]
+Sha256 = Annotated[str, *full_match("[0-9a-f]{64}", "0-9a-f")]
 """Lower-case hex sha256 of a stored version."""
 
 Metrics = Annotated[dict[Id, Annotated[float, Field(ge=-1e12, le=1e12)]], Field(max_length=64)]
