@@ -149,7 +149,9 @@ class ModelStore:
         if final.exists():
             raise FileExistsError(f"{name} {manifest.version} already stored")
         staging = final.with_name(f".{manifest.version}.tmp")
-        shutil.rmtree(staging, ignore_errors=True)
+        # One writer per model: any staging folder here is what an interrupted write left.
+        for stale in final.parent.glob(".*.tmp") if final.parent.exists() else ():
+            shutil.rmtree(stale, ignore_errors=True)
         staging.mkdir(parents=True)
         save_file(tensors, str(staging / WEIGHTS))
         (staging / MANIFEST).write_text(manifest.model_dump_json(indent=2))

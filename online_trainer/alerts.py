@@ -20,7 +20,9 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from schemas import ContractError, DriftAlert, decode
 from schemas.topics import ALERTS_DRIFT
 from streams.kafka.connection import KafkaConnection
-from streams.kafka.consumer import BatchConsumer
+from streams.kafka.consumer import BatchConsumer, source_position
+from streams.kafka.deadletter import DeadLetterWriter
+from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +41,14 @@ class DriftAlerts:
         kafka: KafkaConnection,
         group_id: str,
         max_age_s: float,
+        producer: EventProducer,
+        max_future_skew_s: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.max_age_s = max_age_s
+        self.max_future_skew_s = max_future_skew_s
+        self.producer = producer
+        self.dead_letters = DeadLetterWriter(producer, "trainer")
         self._clock = clock
         self.consumer = BatchConsumer(
             kafka, group_id, [kafka.topic(ALERTS_DRIFT)],
@@ -51,25 +58,26 @@ class DriftAlerts:
         )
         self._held: list[Message] = []
         self._pending = 0
-        self.rejected = 0
 
     @property
     def pending(self) -> bool:
         return self._pending > 0
 
     def poll(self) -> list[Received]:
-        """Valid alerts in order; invalid records are logged, counted and passed over."""
+        """Valid alerts in order; an invalid record is dead-lettered (durably, before its
+        offset may be committed) and passed over."""
         received = []
         for message in self.consumer.poll_batch(100, 0.0):
             try:
-                received.append(Received(decode(DriftAlert, message.value()), message))
+                alert = decode(DriftAlert, message.value(), self.max_future_skew_s)
             except ContractError as error:
-                self.rejected += 1
-                logger.warning(
-                    "invalid drift alert partition=%s offset=%s error=%s",
-                    message.partition(), message.offset(), error,
+                self.dead_letters.write(
+                    message.key(), message.value(), error, source_position(message)
                 )
+                self.producer.flush()
                 self.done(message)
+                continue
+            received.append(Received(alert, message))
         return received
 
     def hold(self, message: Message) -> None:

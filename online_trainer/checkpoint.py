@@ -4,12 +4,13 @@ On start the trainer loads the newest checkpoint and seeks its partitions to the
 (not to the group's committed ones), so the model and its position always agree: a crash loses
 only work done after the checkpoint, and that work is redone exactly once.
 Writes go to a staging folder renamed into place, so a crash mid-write leaves the previous
-checkpoint intact.
+checkpoint intact; a crash between the renames leaves it under its old name, restored on open.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from safetensors.torch import load_file, save_file
 from online_trainer.histories import UserHistories
 from online_trainer.ledger import OffsetLedger
 from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
+
+logger = logging.getLogger(__name__)
 
 _WEIGHTS = "model.safetensors"
 _OPTIMIZER = "optimizer.pt"
@@ -43,9 +46,20 @@ class CheckpointStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.current = root / "checkpoint"
+        self.previous = root / "checkpoint.old"
+        self._recover()
 
     def exists(self) -> bool:
         return (self.current / _STATE).exists()
+
+    def _recover(self) -> None:
+        """A kill between the two renames of `save` leaves only the previous checkpoint, under
+        its old name: put it back in place before anything else touches the folder (the next
+        save would otherwise delete it before its own checkpoint is in place)."""
+        if not self.exists() and (self.previous / _STATE).exists():
+            shutil.rmtree(self.current, ignore_errors=True)
+            self.previous.rename(self.current)
+            logger.warning("checkpoint recovered from its previous copy root=%s", self.root)
 
     def save(
         self,
@@ -74,17 +88,16 @@ class CheckpointStore:
                 }
             )
         )
-        old = self.root / "checkpoint.old"
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(self.previous, ignore_errors=True)
         if self.current.exists():
-            self.current.rename(old)
+            self.current.rename(self.previous)
         staging.rename(self.current)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(self.previous, ignore_errors=True)
 
     def load(
         self, max_len: int, max_users: int, limits: VocabularyLimits | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
-        folder = self.current if self.exists() else self.root / "checkpoint.old"
+        folder = self.current
         raw = json.loads((folder / _STATE).read_text())
         state = TrainerState(
             offsets={int(p): int(o) for p, o in raw["offsets"].items()},

@@ -61,9 +61,14 @@ class TrainerService:
             None,
             batch_size=settings.batch_size,
             batch_timeout_s=settings.batch_timeout_s,
+            max_future_skew_s=settings.max_future_skew_s,
         )
         self.alerts = DriftAlerts(
-            settings.kafka, settings.alerts_group_id, settings.alert_max_age_s
+            settings.kafka,
+            settings.alerts_group_id,
+            settings.alert_max_age_s,
+            self.producer,
+            settings.max_future_skew_s,
         )
         self._retrain: threading.Thread | None = None
         self._scheduled: RetrainWindow | None = None

@@ -6,13 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from schemas.fields import STRICT_RECORD, Id, Score, Text, Timestamp
+from schemas.fields import STRICT_RECORD, Id, SchemaVersion1, Score, Text, Timestamp
 
 
 class DriftAlert(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     alert_id: Id
     detector: Id
     metric: Id

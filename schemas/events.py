@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from schemas.fields import STRICT_RECORD, Id, Timestamp
+from schemas.fields import STRICT_RECORD, Id, SchemaVersion1, Timestamp
 
 
 class EventType(StrEnum):
@@ -37,7 +37,7 @@ class InteractionEvent(BaseModel):
 
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     event_id: Id
     user_id: Id
     session_id: Id

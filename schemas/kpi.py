@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from schemas.fields import STRICT_RECORD, Count, Id, Rate, Timestamp
+from schemas.fields import INTEGRAL, STRICT_RECORD, Count, Id, Rate, SchemaVersion2, Timestamp
 from schemas.limits import MAX_K
 
 
 class KpiReport(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[2] = 2
+    schema_version: SchemaVersion2 = 2
     report_id: Id
     """The same for every publication of one window's counts (a monitor that restarts after
     publishing and before committing publishes them again): consumers count each id once."""
     model_version: Id
     window_start: Timestamp
     window_end: Timestamp
-    k: Annotated[int, Field(ge=1, le=MAX_K)]
+    k: Annotated[int, Field(ge=1, le=MAX_K), INTEGRAL]
     responses: Count
     hits: Count
     clicks: Count

@@ -15,11 +15,17 @@ MAX_LIST_LENGTH = 1000
 MAX_K = 500
 """Most items one recommendation may ask for (and one response may carry)."""
 
-MAX_CLOCK_SKEW_S = 24 * 3600.0
-"""How far in the future a timestamp may be, to tolerate producers with skewed clocks."""
+MIN_TIMESTAMP_S = 631_152_000.0
+"""Timestamps are Unix seconds after 1990-01-01T00:00:00Z (exclusive): historical replays (1990s
+data) are fine; zero, negative and small values (a counter, a duration) are not times."""
 
-MIN_TIMESTAMP_S = 0.0
-"""Timestamps are Unix seconds and strictly positive; historical replays (1990s data) are fine."""
+MAX_TIMESTAMP_S = 4_102_444_800.0
+"""Timestamps are Unix seconds up to 2100-01-01T00:00:00Z: a fixed bound every validator can
+check (the JSON Schemas carry it), which also turns away milliseconds (1.7e12 today) and
+nanoseconds sent where seconds are due. How far ahead of *now* a record may be is a reader's
+question, answered with `DEFAULT_MAX_FUTURE_SKEW_S` (see schemas.wire.decode)."""
 
-MAX_JSON_DEPTH = 16
-"""No contract nests deeper than this; deeper input is rejected before it reaches pydantic."""
+DEFAULT_MAX_FUTURE_SKEW_S = 300.0
+"""How far ahead of the reading process's clock a timestamp may be: room for producers whose
+clocks run a little fast, not for records dated hours ahead (they would empty time-bucketed
+features and advance event-time watermarks). Services take it from `max_future_skew_s`."""

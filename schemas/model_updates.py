@@ -13,16 +13,24 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from schemas.fields import STRICT_RECORD, Id, Text, Timestamp
+from schemas.fields import (
+    INTEGRAL,
+    STRICT_RECORD,
+    Id,
+    SchemaVersion2,
+    Text,
+    Timestamp,
+    full_match,
+)
 
-Version = Annotated[str, Field(pattern=r"^[0-9]{1,6}\.[0-9]{1,9}$")]
+Version = Annotated[str, *full_match(r"[0-9]{1,6}\.[0-9]{1,9}", "0-9.")]
 """`major.minor`: a full retrain bumps major, each gated online publication bumps minor."""
 
-ModelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
+ModelName = Annotated[str, *full_match(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "A-Za-z0-9_.-")]
 """A folder name in the model store: no separators, no leading dot, so never a path."""
 
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-"""Lower-case hex sha256 (the pattern engine's `$` matches only at the very end)."""
+Sha256 = Annotated[str, *full_match("[0-9a-f]{64}", "0-9a-f")]
+"""Lower-case hex sha256 of a stored version."""
 
 Metrics = Annotated[dict[Id, Annotated[float, Field(ge=-1e12, le=1e12)]], Field(max_length=64)]
 
@@ -32,13 +40,13 @@ class TrainingWindow(BaseModel):
 
     start: Timestamp
     end: Timestamp
-    events: Annotated[int, Field(ge=0)]
+    events: Annotated[int, Field(ge=0), INTEGRAL]
 
 
 class ModelUpdate(BaseModel):
     model_config = STRICT_RECORD
 
-    schema_version: Literal[2] = 2
+    schema_version: SchemaVersion2 = 2
     model_name: ModelName
     version: Version
     kind: Literal["delta", "full"]

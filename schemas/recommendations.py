@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.fields import (
+    INTEGRAL,
     STRICT_RECORD,
     Id,
     IdList,
     NonNegative,
+    SchemaVersion1,
     Score,
     Text,
     Timestamp,
@@ -33,11 +35,11 @@ class RecommendationRequest(BaseModel):
 
     model_config = STRICT_RECORD
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     request_id: Id
     user_id: Id
     session_id: Id | None = None
-    k: Annotated[int, Field(ge=1, le=MAX_K)] = 10
+    k: Annotated[int, Field(ge=1, le=MAX_K), INTEGRAL] = 10
     exclude_items: IdList = Field(default_factory=list)
     filters: RequestFilters = Field(default_factory=RequestFilters)
     device: Literal["web", "ios", "android", "tv", "other"] | None = None
@@ -58,12 +60,20 @@ class ResponseError(BaseModel):
     message: Text
 
 
+_ERROR_IFF_STATUS_ERROR: dict[str, Any] = {
+    # The JSON Schema form of `_status_matches_error`.
+    "if": {"properties": {"status": {"const": "error"}}, "required": ["status"]},
+    "then": {"properties": {"error": {"type": "object"}}, "required": ["error"]},
+    "else": {"properties": {"error": {"type": "null"}}},
+}
+
+
 class RecommendationResponse(BaseModel):
     """An answer, or an error answer; every request gets exactly one."""
 
-    model_config = STRICT_RECORD
+    model_config = ConfigDict(**STRICT_RECORD, json_schema_extra=_ERROR_IFF_STATUS_ERROR)
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion1 = 1
     request_id: Id
     user_id: Id
     status: Literal["ok", "error"]

@@ -85,6 +85,26 @@ ALERTS_DRIFT = TopicSpec(
     "alerts.drift", "detector", DriftAlert, partitions=1, retention_ms=30 * _DAY_MS
 )
 
+
+
+def _dead_letters(source: TopicSpec) -> TopicSpec:
+    return TopicSpec(
+        f"{source.name}.dlq",
+        "original key",
+        DeadLetter,
+        partitions=1,
+        retention_ms=30 * _DAY_MS,
+        # A dead letter wraps the rejected bytes, which may themselves have been oversized.
+        extra_config={"max.message.bytes": str(DeadLetter.WIRE_MAX_BYTES)},
+    )
+
+
+# Control topics are read from the beginning by every scorer at each start, so one bad record
+# there is dead-lettered once per reader start: its (topic, partition, offset) identifies repeats.
+MODEL_UPDATES_DLQ = _dead_letters(MODEL_UPDATES)
+KPI_METRICS_DLQ = _dead_letters(KPI_METRICS)
+ALERTS_DRIFT_DLQ = _dead_letters(ALERTS_DRIFT)
+
 CATALOG: tuple[TopicSpec, ...] = (
     INTERACTIONS,
     INTERACTIONS_DLQ,
@@ -92,8 +112,11 @@ CATALOG: tuple[TopicSpec, ...] = (
     REC_REQUESTS_DLQ,
     REC_RESPONSES,
     MODEL_UPDATES,
+    MODEL_UPDATES_DLQ,
     KPI_METRICS,
+    KPI_METRICS_DLQ,
     ALERTS_DRIFT,
+    ALERTS_DRIFT_DLQ,
 )
 
 

@@ -6,12 +6,14 @@ reasons but never echoes the payload (payloads may hold personal data and must n
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from schemas.limits import MAX_PAYLOAD_BYTES
+from schemas.fields import ReadContext
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_PAYLOAD_BYTES
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -42,8 +44,17 @@ def encode(record: BaseModel) -> bytes:
     return raw
 
 
-def decode(model: type[R], raw: bytes | None) -> R:
-    """Parse and validate one record from its wire bytes."""
+def decode(
+    model: type[R],
+    raw: bytes | None,
+    max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+    now: float | None = None,
+) -> R:
+    """Parse and validate one record from its wire bytes.
+
+    Beyond the record's own bounds, no timestamp in it may be more than `max_future_skew_s`
+    ahead of `now` (this process's clock by default): a record cannot know the reader's time,
+    so this one rule is the reader's (services pass their `max_future_skew_s` setting)."""
     if raw is None:
         raise ContractError("MissingValue", "record has no value (tombstone or null)")
     cap = wire_cap(model)
@@ -57,7 +68,8 @@ def decode(model: type[R], raw: bytes | None) -> R:
             "InvalidEncoding", f"payload is not UTF-8 at byte {exc.start}"
         ) from None
     try:
-        return model.model_validate_json(raw)
+        latest = (time.time() if now is None else now) + max_future_skew_s
+        return model.model_validate_json(raw, context=ReadContext(latest))
     except ValidationError as exc:
         raise _contract_error(model, exc) from None
 

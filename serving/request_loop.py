@@ -22,11 +22,13 @@ only after its responses and dead letters are acknowledged):
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaException, Message
 
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from schemas.recommendations import RecommendationRequest
 from serving.batch_fill import BatchFill
 from serving.metrics import ServeMetrics
@@ -34,6 +36,8 @@ from streams.kafka.consumer import BatchConsumer, next_offsets
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
+
+logger = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.1
 """How long one poll blocks for a first request when none is queued (bounds stop latency)."""
@@ -49,8 +53,15 @@ class AsyncCommitConsumer(BatchConsumer):
 
     def commit(self, batch: Sequence[Message]) -> None:
         offsets = next_offsets(batch)
-        if offsets:
+        if not offsets:
+            return
+        try:
             self.raw.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            # No coordinator now (a broker outage): the next commit covers these offsets too.
+            if exc.args[0].fatal():
+                raise
+            logger.warning("commit deferred code=%s", exc.args[0].code())
 
 
 class RequestLoop(ContractLoop[RecommendationRequest]):
@@ -66,10 +77,12 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
         commit_interval_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         fill_min_expected: float = 0.5,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
     ) -> None:
         super().__init__(
             consumer, RecommendationRequest, handler, producer, dead_letters,
             batch_size=batch_size,  # run_once polls with the fill window, not a batch timeout
+            max_future_skew_s=max_future_skew_s,
         )
         self._metrics = metrics
         self._unflushed: list[Message] = []

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
-from schemas.limits import MAX_ID_LENGTH, MAX_TEXT_LENGTH
+from schemas.fields import is_id, printable_text
 from schemas.recommendations import RecommendationResponse, ResponseError
-
-_ID = re.compile(rf"^[\x21-\x7e]{{1,{MAX_ID_LENGTH}}}$")
 
 
 def recover_ids(raw: bytes | None) -> tuple[str, str] | None:
-    """(request_id, user_id) from a rejected payload, when both are present and valid ids."""
+    """(request_id, user_id) from a rejected payload, when both are present and valid ids.
+
+    Valid by the contract's own rule (schemas.fields.is_id, a full match): an id the contract
+    refuses, such as one ending in a newline, cannot address an error response either."""
     if raw is None:
         return None
     try:
@@ -23,9 +23,7 @@ def recover_ids(raw: bytes | None) -> tuple[str, str] | None:
     if not isinstance(document, dict):
         return None
     request_id, user_id = document.get("request_id"), document.get("user_id")
-    if not (isinstance(request_id, str) and isinstance(user_id, str)):
-        return None
-    if _ID.match(request_id) and _ID.match(user_id):
+    if is_id(request_id) and is_id(user_id):
         return request_id, user_id
     return None
 
@@ -38,12 +36,22 @@ def error_response(
     now: float,
 ) -> RecommendationResponse:
     # The message names fields and reasons only (schemas.wire never echoes payloads).
-    message = "".join(c if c.isprintable() else "?" for c in str(error))[:MAX_TEXT_LENGTH]
     return RecommendationResponse(
         request_id=request_id,
         user_id=user_id,
         status="error",
         strategy="none",
         served_at=now,
-        error=ResponseError(code=code, message=message),
+        error=ResponseError(code=code, message=printable_text(str(error))),
     )
+
+
+def rejection_answer(
+    raw: bytes | None, error: BaseException, now: float
+) -> RecommendationResponse | None:
+    """The error response to a request that failed its contract, when its ids can be recovered
+    (None otherwise: the dead letter is then its only trace)."""
+    ids = recover_ids(raw)
+    if ids is None:
+        return None
+    return error_response(*ids, "invalid_request", error, now)

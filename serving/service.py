@@ -7,6 +7,8 @@
   compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap);
 - KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
   published on `model.updates` so that every scorer and operator follows.
+Control records that fail their contract, or whose handling raises, are dead-lettered to
+`<topic>.dlq` one by one; the loops go on.
 Every loop flushes its producer before committing, as ContractLoop guarantees (the requests
 loop one batch later: serving/request_loop.py).
 """
@@ -31,6 +33,7 @@ from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
 from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
@@ -38,7 +41,7 @@ from serving.model_bundle import ModelBundle
 from serving.read_pipeline import ReadPipeline
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
-from serving.responses import error_response, recover_ids
+from serving.responses import error_response, rejection_answer
 from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
@@ -72,11 +75,28 @@ class RespondingDeadLetters(DeadLetterWriter):
     ) -> None:
         if stage == "validate":
             self._metrics.requests.labels(outcome="invalid").inc()
-            ids = recover_ids(value)
-            if ids is not None:
-                response = error_response(*ids, "invalid_request", error, time.time())
-                self._producer.send(self._responses_topic, ids[1], response)
+            error = self._answer(value, error, source)
         super().write(key, value, error, source, stage)
+
+    def _answer(
+        self, value: bytes | None, error: BaseException, source: SourcePosition
+    ) -> BaseException:
+        """Sends the error response when the requester can be identified. Never raises: if even
+        the error response cannot be built or sent, the dead letter says so instead."""
+        try:
+            response = rejection_answer(value, error, time.time())
+            if response is not None:
+                self._producer.send(self._responses_topic, response.user_id, response)
+            return error
+        except Exception as failure:
+            logger.error(
+                "no error response topic=%s partition=%d offset=%d error=%s",
+                source.topic, source.partition, source.offset, type(failure).__name__,
+            )
+            kind = error.kind if isinstance(error, ContractError) else type(error).__name__
+            return ContractError(
+                kind, f"{error} (no error response: {type(failure).__name__})"
+            )
 
 
 def default_instance() -> str:
@@ -156,6 +176,7 @@ class ScorerService:
             fill_s=self.settings.batch_fill_ms / 1000,
             commit_interval_s=self.settings.commit_interval_ms / 1000,
             fill_min_expected=self.settings.batch_fill_min_expected,
+            max_future_skew_s=self.settings.max_future_skew_s,
         )
 
     def _control_loop(
@@ -173,9 +194,11 @@ class ScorerService:
             model,
             handler,
             self.control_producer,
-            None,  # control topics have no .dlq: rejects are logged and counted as filtered
+            DeadLetterWriter(self.control_producer, SERVICE),
             batch_size=100,
             batch_timeout_s=0.2,
+            max_future_skew_s=self.settings.max_future_skew_s,
+            isolate_records=True,
         )
 
     # Tracked from the rebalance callbacks (they run on the loop's thread): querying the consumer

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from streams.kafka.connection import KafkaConnection
 from streams.redis.connection import RedisConnection
 
@@ -35,6 +36,12 @@ class ServiceSettings(BaseSettings):
     redis: RedisConnection = Field(default_factory=RedisConnection)
     metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus /metrics HTTP port on 127.0.0.1; 0 disables it."
+    )
+    max_future_skew_s: float = Field(
+        DEFAULT_MAX_FUTURE_SKEW_S, gt=0.0, le=86_400.0, description="How far ahead of this "
+        "process's clock a timestamp in a consumed record may be (seconds). Beyond it the record "
+        "is dead-lettered: an event dated hours ahead would empty time-bucketed features and "
+        "advance event-time watermarks. Allow for the producers' clock error, not more.",
     )
     cpu_nice: int = Field(
         0, ge=0, le=19, description="CPU scheduling niceness the process takes at start. On a "

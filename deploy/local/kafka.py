@@ -30,7 +30,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from deploy.local.kafka_credentials import ITERATIONS, MECHANISM, ensure_passwords, format_arguments
 from deploy.local.kafka_tls import LocalCertificates
-from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
+from deploy.local.process import (
+    ServiceState,
+    exited,
+    owned_pid,
+    port_open,
+    start_detached,
+    stop_pid,
+)
 from deploy.local.settings import LocalStackSettings
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ADMIN, BROKER, SUPER_USERS
@@ -91,7 +98,9 @@ class LocalKafka:
     def admin_connection(self) -> KafkaConnection:
         """The `admin` super user: creates topics, ACLs and credentials."""
         return KafkaConnection(
-            bootstrap_servers=self.address, secrets_dir=self.s.secrets_dir, sasl_username=ADMIN
+            bootstrap_servers=self.address,
+            secrets_dir=self.s.secrets_dir.resolve(),
+            sasl_username=ADMIN,
         )
 
     def _security_lines(self, passwords: dict[str, str]) -> list[str]:
@@ -247,7 +256,7 @@ class LocalKafka:
         deadline = time.monotonic() + timeout_s
         # The port first: librdkafka logs every refused connection, so ask only once it listens.
         while not port_open(self.s.host, self.s.kafka_port):
-            if self.pid_file.exists() and not owned_pid(self.pid_file, MAIN_CLASS):
+            if exited(self.pid_file):
                 raise RuntimeError(f"kafka exited during start; see {self.log_file}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"kafka not listening after {timeout_s}s; see {self.log_file}")

@@ -56,6 +56,13 @@ def owned_pid(pid_file: Path, marker: str) -> int | None:
     return pid if cmdline and marker in cmdline else None
 
 
+def exited(pid_file: Path) -> bool:
+    """The process we started is gone. Only liveness counts here: while the JVM launcher
+    re-executes itself its command line can briefly read empty, so ownership is not checked."""
+    pid = read_pid(pid_file)
+    return pid is not None and not _alive(pid)
+
+
 def start_detached(argv: Sequence[str], log_file: Path, pid_file: Path) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:

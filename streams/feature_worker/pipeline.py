@@ -22,6 +22,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from schemas.events import InteractionEvent
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from schemas.wire import ContractError, decode
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.metrics import StreamMetrics
@@ -71,8 +72,10 @@ class FeaturePipeline:
         metrics: StreamMetrics,
         backoff: Backoff,
         chunk_events: int,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
     ) -> None:
         self._writer = writer
+        self._max_future_skew_s = max_future_skew_s
         self._chunk = chunk_events
         self._dead_letters = dead_letters
         self._producer = producer
@@ -82,7 +85,7 @@ class FeaturePipeline:
     async def process(self, records: Sequence[SourceRecord]) -> ApplyOutcome:
         started = time.perf_counter()
         self._metrics.events_in.inc(len(records))
-        valid, rejected = validate(records)
+        valid, rejected = validate(records, self._max_future_skew_s)
         outcome, failed = await self._apply(valid)
         await self._dead_letter(rejected + failed)
         self._observe(valid, outcome)
@@ -178,13 +181,15 @@ class FeaturePipeline:
 
 
 def validate(
-    records: Sequence[SourceRecord],
+    records: Sequence[SourceRecord], max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S
 ) -> tuple[list[tuple[SourceRecord, PositionedEvent]], list[Rejected]]:
+    """Decodes a batch: valid events with their positions, and the rejects with their reasons
+    (stage "validate", or "decode" for a failure decode does not promise)."""
     valid: list[tuple[SourceRecord, PositionedEvent]] = []
     rejected: list[Rejected] = []
     for record in records:
         try:
-            event = decode(InteractionEvent, record.value)
+            event = decode(InteractionEvent, record.value, max_future_skew_s)
         except ContractError as exc:
             rejected.append(Rejected(record, exc, "validate"))
             continue

@@ -136,7 +136,8 @@ def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetric
             FeatureWriter.connect(settings.redis), settings.redis.key_prefix, settings.key_ttls()
         )
         pipeline = FeaturePipeline(
-            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events
+            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events,
+            max_future_skew_s=settings.max_future_skew_s,
         )
         async for events in stream.take_events(settings.batch_max_events, settings.batch_within_s):
             await _process_or_abandon(pipeline, events)

@@ -4,11 +4,17 @@
 `commit(batch)`, which callers invoke after applying the batch and flushing any records (dead
 letters, outputs) it produced. A crash before that commit re-delivers the batch, so every side
 effect must be idempotent (see streams/features for how the feature writer ensures that).
+
+A commit waits out a broker outage (`commit_offsets`): errors that say "not now" are retried with
+backoff until the broker answers, so a service pauses instead of exiting. A commit the group
+refuses (the partitions moved to another member while the broker was away) is logged and given
+up: those records are delivered again to their new owner, which idempotent effects allow.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +26,42 @@ from streams.kafka.deadletter import SourcePosition
 logger = logging.getLogger(__name__)
 
 RebalanceCallback = Callable[[Consumer, list[TopicPartition]], None]
+
+_NOT_NOW = frozenset({
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._WAIT_COORD,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})
+_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def commit_offsets(
+    consumer: Consumer, offsets: list[TopicPartition], sleep: Callable[[float], None] = time.sleep
+) -> bool:
+    """Synchronous commit through a broker outage; False when the group refused it."""
+    attempt = 0
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return True
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not isinstance(error, KafkaError) or error.fatal():
+                raise
+            if error.code() not in _NOT_NOW and not error.retriable():
+                logger.warning("commit refused code=%s reason=%s", error.code(), error.str())
+                return False
+            if attempt % 20 == 0:
+                logger.warning("commit waits for the broker code=%s attempt=%d",
+                               error.code(), attempt)
+            sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
 
 
 class BatchConsumer:
@@ -89,7 +131,7 @@ class BatchConsumer:
         """Synchronously commit the position after the last record of each partition in `batch`."""
         offsets = next_offsets(batch)
         if offsets:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            commit_offsets(self._consumer, offsets)
 
     def close(self) -> None:
         self._consumer.close()

@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 from confluent_kafka import Message
 from pydantic import BaseModel
 
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from schemas.wire import ContractError, decode
 from streams.kafka.consumer import BatchConsumer, source_position
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
@@ -79,6 +80,8 @@ class ContractLoop(Generic[R]):
         dead_letters: DeadLetterWriter | None,
         batch_size: int = 500,
         batch_timeout_s: float = 0.05,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+        isolate_records: bool = False,
     ) -> None:
         self.consumer = consumer
         self.model = model
@@ -87,6 +90,11 @@ class ContractLoop(Generic[R]):
         self.dead_letters = dead_letters
         self.batch_size = batch_size
         self.batch_timeout_s = batch_timeout_s
+        self.max_future_skew_s = max_future_skew_s
+        self.isolate_records = isolate_records
+        """Hand records to the handler one at a time and dead-letter one that raises (stage
+        "apply"): for control topics, whose handlers are not idempotent enough to re-run a
+        batch and whose volume makes one call per record free."""
         self.counters = LoopCounters()
         self._stop = threading.Event()
 
@@ -104,7 +112,7 @@ class ContractLoop(Generic[R]):
         if not batch:
             return 0
         valid = self._decode(batch)
-        rejected = self.handler(valid) if valid else []
+        rejected = self._handle(valid) if valid else []
         invalid = len(batch) - len(valid)
         for rejection in rejected:
             env = rejection.envelope
@@ -113,6 +121,22 @@ class ContractLoop(Generic[R]):
         self.consumer.commit(batch)
         self._count(len(batch), invalid, len(rejected))
         return len(batch)
+
+    def _handle(self, valid: list[Envelope[R]]) -> Sequence[RecordRejected]:
+        if not self.isolate_records:
+            return self.handler(valid)
+        rejected: list[RecordRejected] = []
+        for envelope in valid:
+            try:
+                rejected.extend(self.handler([envelope]))
+            except Exception as error:
+                logger.exception(
+                    "handler failed topic=%s partition=%d offset=%d",
+                    envelope.position.topic, envelope.position.partition,
+                    envelope.position.offset,
+                )
+                rejected.append(RecordRejected(envelope, error))  # type: ignore[arg-type]
+        return rejected
 
     def _count(self, consumed: int, invalid: int, rejected: int) -> None:
         self.counters.consumed += consumed
@@ -145,7 +169,7 @@ class ContractLoop(Generic[R]):
             raw = message.value()
             position = source_position(message)
             try:
-                record = decode(self.model, raw)
+                record = decode(self.model, raw, self.max_future_skew_s)
             except ContractError as error:
                 self._reject(message.key(), raw, error, position, "validate")
                 continue

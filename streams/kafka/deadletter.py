@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from schemas.deadletter import MAX_ORIGINAL_BYTES, DeadLetter
-from schemas.limits import MAX_TEXT_LENGTH
+from schemas.fields import printable_text
+from schemas.limits import MAX_ID_LENGTH
 from schemas.topics import dead_letter_topic
 from schemas.wire import ContractError
 from streams.kafka.producer import EventProducer
@@ -29,7 +30,17 @@ class SourcePosition:
 
 
 def _error_class(error: BaseException) -> str:
-    return error.kind if isinstance(error, ContractError) else type(error).__name__
+    name = error.kind if isinstance(error, ContractError) else type(error).__name__
+    # An Id: printable ASCII only (an exception class may have any name).
+    return "".join(c for c in name if "!" <= c <= "~")[:MAX_ID_LENGTH] or "Error"
+
+
+def _message(error: BaseException) -> str:
+    try:
+        text = str(error)
+    except Exception:  # an exception's __str__ is arbitrary code
+        text = f"unprintable {type(error).__name__}"
+    return printable_text(text)
 
 
 def _clip(raw: bytes | None) -> tuple[bytes | None, bool]:
@@ -50,13 +61,12 @@ def build_dead_letter(
     original_value, value_clipped = _clip(value)
     # The message is built from field locations and reasons only (see schemas.wire), so it is
     # safe to store; it is still clipped and made printable because exceptions can say anything.
-    message = "".join(c if c.isprintable() else "?" for c in str(error))[:MAX_TEXT_LENGTH]
     return DeadLetter(
         original_key=original_key,
         original_value=original_value,
         original_truncated=key_clipped or value_clipped,
-        error_class=_error_class(error)[:128] or "Error",
-        error_message=message,
+        error_class=_error_class(error),
+        error_message=_message(error),
         source_topic=source.topic,
         source_partition=source.partition,
         source_offset=source.offset,
@@ -89,7 +99,25 @@ class DeadLetterWriter:
         source: SourcePosition,
         stage: Stage = "validate",
     ) -> None:
-        letter = build_dead_letter(key, value, error, source, stage, self._service)
+        """Never raises for anything the record holds: when the full letter cannot be built or
+        produced (a key beyond the producer's limits, say), a letter with the position and the
+        reasons but without the originals is sent instead. Only a producer that refuses even
+        that raises (the caller then must not commit past the record)."""
+        topic = dead_letter_topic(source.topic)
+        try:
+            letter = build_dead_letter(key, value, error, source, stage, self._service)
+            self._producer.send(topic, key, letter)
+        except Exception as failure:
+            logger.error(
+                "dead letter without originals topic=%s partition=%d offset=%d failure=%s",
+                source.topic, source.partition, source.offset, type(failure).__name__,
+            )
+            unkept = ContractError(
+                _error_class(error),
+                f"{_message(error)} (originals dropped: {_error_class(failure)})",
+            )
+            letter = build_dead_letter(None, None, unkept, source, stage, self._service)
+            self._producer.send(topic, None, letter.model_copy(update={"original_truncated": True}))
         logger.warning(
             "dead-lettered topic=%s partition=%d offset=%d error=%s",
             source.topic,
@@ -97,5 +125,5 @@ class DeadLetterWriter:
             source.offset,
             letter.error_class,
         )
-        self._producer.send(dead_letter_topic(source.topic), key, letter)
         self.written += 1
+

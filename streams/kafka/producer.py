@@ -85,9 +85,11 @@ class EventProducer:
     def poll(self, timeout_s: float = 0.0) -> int:
         return int(self._producer.poll(timeout_s))
 
-    def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait until everything sent so far is acknowledged; raise if anything failed."""
-        remaining = self._producer.flush(timeout_s)
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until everything sent so far is acknowledged; raise if anything failed. Without
+        a timeout this waits through a broker outage: librdkafka retries every record until its
+        `message.timeout.ms` and then reports it failed, so the wait still ends."""
+        remaining = self._producer.flush(*(() if timeout_s is None else (timeout_s,)))
         with self._lock:
             failures, self._failures = self._failures, []
         if remaining:

@@ -27,7 +27,7 @@ from schemas.events import InteractionEvent
 from schemas.recommendations import RecommendationResponse
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
 from schemas.wire import ContractError, decode
-from streams.kafka.consumer import BatchConsumer
+from streams.kafka.consumer import BatchConsumer, commit_offsets
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.profiles import FeatureProfile
 from streams.monitor.metrics import MonitorMetrics
@@ -114,11 +114,11 @@ class MonitorService:
         source = f"{topic}:{partition}"
         try:
             if topic == self._responses_topic:
-                response = decode(RecommendationResponse, value)
+                response = decode(RecommendationResponse, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_response(response, wall, source)
                 event_time = response.served_at
             else:
-                event = decode(InteractionEvent, value)
+                event = decode(InteractionEvent, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_interaction(event, wall, source)
                 event_time = event.timestamp
         except ContractError as error:
@@ -126,6 +126,14 @@ class MonitorService:
             logger.warning(
                 "invalid record skipped topic=%s partition=%d offset=%d error=%s",
                 topic, partition, offset, error.kind,
+            )
+        except Exception:
+            # A record that passes its contract yet breaks the pipeline would otherwise stop the
+            # monitor at every restart on the same record: it is skipped and counted instead.
+            outcome = "invalid"
+            logger.exception(
+                "record failed and skipped topic=%s partition=%d offset=%d",
+                topic, partition, offset,
             )
         if outcome in ("late", "invalid"):
             event_time = float("-inf")  # holds no state
@@ -159,7 +167,8 @@ class MonitorService:
         )
         if not offsets:
             return
-        self.consumer.raw.commit(offsets=offsets, asynchronous=False)
+        if not commit_offsets(self.consumer.raw, offsets):
+            return  # the partitions moved: their new owner re-reads from the last commit
         self.tracker.committed(offsets)
         self._committed_bound = bound
 

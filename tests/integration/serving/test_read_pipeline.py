@@ -36,9 +36,10 @@ def seed(admin: redis.Redis, prefix: str) -> None:
 
 
 def requests() -> list[RecommendationRequest]:
+    sent_at = 1_700_000_000.0
     return [
-        RecommendationRequest(request_id="r1", user_id="u1", session_id="s1", k=5, sent_at=1.0),
-        RecommendationRequest(request_id="r2", user_id="nobody", k=5, sent_at=1.0),
+        RecommendationRequest(request_id="r1", user_id="u1", session_id="s1", k=5, sent_at=sent_at),
+        RecommendationRequest(request_id="r2", user_id="nobody", k=5, sent_at=sent_at),
     ]
 
 

@@ -41,8 +41,10 @@ def test_phases_split_by_drift_and_retrain() -> None:
 
 
 def test_first_retrain_is_the_first_new_major_after_the_drift() -> None:
-    updates = [_update("1.0", 1.0), _update("1.1", 5.0), _update("2.0", 9.0), _update("3.0", 12.0)]
-    found = first_retrain(updates, after=2.0)
+    base = 1_700_000_000.0
+    published = (("1.0", 1), ("1.1", 5), ("2.0", 9), ("3.0", 12))
+    updates = [_update(version, base + at) for version, at in published]
+    found = first_retrain(updates, after=base + 2.0)
     assert found is not None and found.version == "2.0"
     assert first_retrain(updates, after=None) is None
 

@@ -111,3 +111,14 @@ def test_anything_else_in_a_models_folder_is_not_a_version(tmp_path: Path) -> No
     assert [str(v) for v in store.versions("m")] == ["1.0"]
     with pytest.raises(ValueError):
         store.load("m", "../x")
+
+
+def test_a_write_clears_what_an_interrupted_write_left(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(1)}, _manifest("1.0"))
+    leftover = tmp_path / "m" / ".1.1.tmp"
+    leftover.mkdir()
+    (leftover / "weights.safetensors").write_bytes(b"half a file")
+    store.save_full("m", {"table": torch.ones(1)}, _manifest("2.0"))
+    assert not leftover.exists()
+    assert [str(v) for v in store.versions("m")] == ["1.0", "2.0"]

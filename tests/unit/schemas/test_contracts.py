@@ -87,6 +87,15 @@ def test_missing_value_is_rejected() -> None:
         {"user_id": ""},
         {"user_id": "has space"},
         {"user_id": "tab\tinside"},
+        {"user_id": "u-1\n"},
+        {"user_id": "u-1\r\n"},
+        {"user_id": "\nu-1"},
+        {"user_id": "u\x00"},
+        {"user_id": "u\u202e"},
+        {"user_id": "ü"},
+        {"timestamp": 1_700_000_000_000.0},
+        {"timestamp": 1e18},
+        {"timestamp": 3600.0},
         {"user_id": "x" * 129},
         {"user_id": 42},
         {"item_id": None},
@@ -168,3 +177,30 @@ def test_records_are_immutable() -> None:
     event = examples()["InteractionEvent"]
     with pytest.raises(ValueError, match="frozen"):
         event.user_id = "other"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("ahead_s", "accepted"), [(-3600.0, True), (299.0, True), (301.0, False)])
+def test_a_reader_rejects_timestamps_beyond_its_skew(ahead_s: float, accepted: bool) -> None:
+    now = 1_800_000_000.0
+    raw = _event(timestamp=now + ahead_s)
+    if accepted:
+        assert decode(InteractionEvent, raw, max_future_skew_s=300.0, now=now).timestamp > 0
+    else:
+        assert _kind_at(raw, now) == "SchemaViolation"
+
+
+def test_the_default_skew_is_minutes_so_an_hour_ahead_is_rejected() -> None:
+    assert _kind(_event(timestamp=time.time() + 3600)) == "SchemaViolation"
+    assert decode(InteractionEvent, _event(timestamp=time.time() + 60)).event_id
+
+
+def test_records_built_in_process_are_held_to_the_fixed_time_bounds_only() -> None:
+    event = examples()["InteractionEvent"]
+    ahead = event.model_copy(update={"timestamp": time.time() + 86400}).model_dump()
+    assert InteractionEvent.model_validate(ahead).timestamp == ahead["timestamp"]
+
+
+def _kind_at(raw: bytes, now: float) -> str:
+    with pytest.raises(ContractError) as info:
+        decode(InteractionEvent, raw, max_future_skew_s=300.0, now=now)
+    return info.value.kind

@@ -24,3 +24,11 @@ def test_error_response_carries_the_code_and_a_printable_message() -> None:
     assert response.status == "error" and response.items == []
     assert response.error is not None and response.error.code == "invalid_request"
     assert "\n" not in response.error.message
+
+
+def test_ids_the_contract_refuses_are_not_recovered() -> None:
+    for bad in ("r1\n", "r1\r\n", "\nr1", "r\x00", "r\u202e", "ré", "r" * 129, ""):
+        raw = json.dumps({"request_id": bad, "user_id": "u1"}).encode()
+        assert recover_ids(raw) is None, repr(bad)
+        raw = json.dumps({"request_id": "r1", "user_id": bad}).encode()
+        assert recover_ids(raw) is None, repr(bad)

@@ -15,13 +15,13 @@ from schemas.topics import INTERACTIONS, INTERACTIONS_DLQ
 from streams.kafka.connection import KafkaConnection
 from streams.pacing import Pacer
 from streams.redis.connection import RedisConnection
+from tests.hostile_corpus import corpus
 from tests.integration.kafka_helpers import read_all
 from tests.integration.streams.feature_worker.feature_state import (
     differences,
     dump_state,
     read_state,
 )
-from tests.integration.streams.feature_worker.hostile_records import hostile_values
 from tests.integration.streams.feature_worker.stream_harness import (
     expected_state,
     produce,
@@ -48,14 +48,15 @@ def test_worker_features_equal_the_oracle_and_hostile_records_are_dead_lettered(
     redis_admin: redis.Redis,
     tmp_path: Path,
 ) -> None:
-    hostile = hostile_values()
+    hostile = corpus(INTERACTIONS.name)
     out = producer(kafka)
     events = list(_sample(4000, seed=1).events(4000))
     step = len(events) // len(hostile)
     for i, event in enumerate(events):
         out.send(kafka.topic(INTERACTIONS), event.user_id, event)
         if i % step == 0 and i // step < len(hostile):
-            out.send_raw(kafka.topic(INTERACTIONS), f"bad-{i}".encode(), hostile[i // step][1])
+            bad = hostile[i // step]
+            out.send_raw(kafka.topic(INTERACTIONS), bad.key, bad.value, bad.headers)
     out.flush()
     total = len(events) + len(hostile)
 
@@ -78,8 +79,8 @@ def test_worker_features_equal_the_oracle_and_hostile_records_are_dead_lettered(
         DeadLetter.model_validate_json(m.value() or b"")
         for m in read_all(kafka, kafka.topic(INTERACTIONS_DLQ), len(hostile))
     ]
-    assert sorted(letter.original_value or b"" for letter in letters) == sorted(
-        value or b"" for _, value in hostile
+    assert sorted((x.original_key or b"", x.original_value or b"") for x in letters) == sorted(
+        (h.key or b"", h.value or b"") for h in hostile
     )
     valid_offsets = {(e.partition, e.offset) for e in positioned}
     assert not valid_offsets & {(d.source_partition, d.source_offset) for d in letters}

@@ -27,6 +27,7 @@ from streams.monitor.drift.config import DriftSettings
 from streams.monitor.offsets import reported_through
 from streams.monitor.service import MonitorService
 from streams.monitor.settings import MonitorSettings
+from tests.hostile_corpus import corpus
 
 R = TypeVar("R", bound=BaseModel)
 Record = RecommendationResponse | InteractionEvent
@@ -239,3 +240,28 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
         )
     got = [(r.window_start, r.responses, r.hits, r.conversions) for r in reports]
     assert got == [(window_a, 2, 1, 0), (window_b, 3, 2, 1)]
+
+
+def test_hostile_records_on_both_topics_are_skipped_and_counted_while_the_monitor_goes_on(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    hostile = corpus(INTERACTIONS.name)
+    topics = (kafka.topic(INTERACTIONS), kafka.topic(REC_RESPONSES))
+    with monitoring(settings) as service:
+        producer = EventProducer(kafka)
+        for topic in topics:
+            for record in hostile:
+                producer.send_raw(topic, record.key, record.value, record.headers)
+        producer.flush()
+
+        def invalid(topic: str) -> float:
+            value = service.metrics.registry.get_sample_value(
+                "streamrec_monitor_records_total", {"topic": topic, "outcome": "invalid"}
+            )
+            return value or 0.0
+
+        deadline = time.monotonic() + GIVE_UP_S
+        while any(invalid(t) < len(hostile) for t in topics) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    # Every one was skipped, an event an hour ahead included: none moved event time forward.
+    assert [invalid(t) for t in topics] == [len(hostile)] * 2

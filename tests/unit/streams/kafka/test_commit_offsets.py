@@ -1,0 +1,48 @@
+"""A commit waits out a broker outage, gives up on one the group refuses, and never hides a
+fatal error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from streams.kafka.consumer import commit_offsets
+
+
+class ScriptedConsumer:
+    def __init__(self, *errors: KafkaError) -> None:
+        self.errors = list(errors)
+        self.committed: list[TopicPartition] = []
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> Any:
+        if self.errors:
+            raise KafkaException(self.errors.pop(0))
+        self.committed = offsets
+        return offsets
+
+
+OFFSETS = [TopicPartition("t", 0, 7)]
+
+
+def test_a_commit_during_an_outage_is_retried_until_the_broker_answers() -> None:
+    consumer = ScriptedConsumer(
+        KafkaError(KafkaError._TRANSPORT), KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE),
+        KafkaError(KafkaError._WAIT_COORD),
+    )
+    pauses: list[float] = []
+    assert commit_offsets(consumer, OFFSETS, pauses.append)  # type: ignore[arg-type]
+    assert consumer.committed == OFFSETS and len(pauses) == 3 and pauses == sorted(pauses)
+
+
+def test_a_commit_the_group_refuses_is_given_up() -> None:
+    consumer = ScriptedConsumer(KafkaError(KafkaError.ILLEGAL_GENERATION))
+    assert not commit_offsets(consumer, OFFSETS, lambda _s: None)  # type: ignore[arg-type]
+    assert consumer.committed == []
+
+
+def test_a_fatal_error_is_raised() -> None:
+    consumer = ScriptedConsumer(KafkaError(KafkaError._FENCED, fatal=True))
+    with pytest.raises(KafkaException):
+        commit_offsets(consumer, OFFSETS, lambda _s: None)  # type: ignore[arg-type]
