@@ -12,11 +12,14 @@ from dataclasses import dataclass
 
 from schemas.topics import (
     ALERTS_DRIFT,
+    ALERTS_DRIFT_DLQ,
     CATALOG,
     INTERACTIONS,
     INTERACTIONS_DLQ,
     KPI_METRICS,
+    KPI_METRICS_DLQ,
     MODEL_UPDATES,
+    MODEL_UPDATES_DLQ,
     REC_REQUESTS,
     REC_REQUESTS_DLQ,
     REC_RESPONSES,
@@ -54,12 +57,18 @@ GRANTS: dict[str, Grants] = {
     # Looks at everything (dead letters included), changes nothing.
     OPERATOR: Grants(reads=CATALOG, writes=()),
     FEATURE_WORKER: Grants(reads=(INTERACTIONS,), writes=(INTERACTIONS_DLQ,)),
-    # The only writer of model versions outside the canary's decisions.
-    TRAINER: Grants(reads=(INTERACTIONS, ALERTS_DRIFT), writes=(MODEL_UPDATES,)),
-    # Writes model.updates only for its canary's promote and rollback decisions.
+    # The only writer of model versions outside the canary's decisions; dead-letters the drift
+    # alerts it cannot accept.
+    TRAINER: Grants(
+        reads=(INTERACTIONS, ALERTS_DRIFT), writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ)
+    ),
+    # Writes model.updates only for its canary's promote and rollback decisions; dead-letters
+    # what it cannot accept from each topic it reads.
     SCORER: Grants(
         reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS),
-        writes=(REC_RESPONSES, REC_REQUESTS_DLQ, MODEL_UPDATES),
+        writes=(
+            REC_RESPONSES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ, KPI_METRICS_DLQ,
+        ),
     ),
     # The only writer of KPIs and drift alerts.
     MONITOR: Grants(reads=(REC_RESPONSES, INTERACTIONS), writes=(KPI_METRICS, ALERTS_DRIFT)),
