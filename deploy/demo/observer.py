@@ -78,9 +78,15 @@ class Observer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for message in self._consumer.consume(500, 0.2):
+            # The first record as soon as it arrives, then only what is already queued: waiting
+            # for a batch to fill would be counted as the scorer's latency.
+            messages = self._consumer.consume(1, 0.2)
+            if messages:
+                messages += self._consumer.consume(499, 0)
+            now = time.time()
+            for message in messages:
                 if message.error() is None:
-                    self._handle(message, time.time())
+                    self._handle(message, now)
 
     def _handle(self, message: Message, now: float) -> None:
         model = self._topics.get(message.topic() or "")
