@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from models.retrieval import RetrievalConfig
 from serving.ordering import BusinessRules
 from streams.kafka.principals import SCORER
-from streams.redis.connection import RedisConnection
 from streams.service_settings import ServiceSettings
 
 CpuRuntime = Literal["onnxruntime", "torchscript"]
@@ -42,8 +41,8 @@ class CanaryPolicy(BaseModel):
 
 class ServeSettings(ServiceSettings):
     KAFKA_PRINCIPAL: ClassVar[str | None] = SCORER
+    REDIS_USER: ClassVar[str | None] = "scorer"
     # The scorer logs in as its own read-only ACL user.
-    redis: RedisConnection = Field(default_factory=lambda: RedisConnection(username="scorer"))
     group_id: str = Field("streamrec-scorer", min_length=1, max_length=128)
     requests_offset_reset: Literal["earliest", "latest"] = Field(
         "latest", description="Where a brand-new scorer group starts: stale requests from "

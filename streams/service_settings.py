@@ -2,7 +2,8 @@
 
 A service builds its settings once at start (`XSettings()` reads `STREAMREC_*` variables, nested
 fields with `__`, e.g. `STREAMREC_KAFKA__BOOTSTRAP_SERVERS`) and passes the object down. Each
-service logs in to Kafka as its own principal (`KAFKA_PRINCIPAL`) unless the settings name another.
+service logs in to Kafka as its own principal (`KAFKA_PRINCIPAL`) and to Redis as its own ACL user
+(`REDIS_USER`) unless the settings name others, even when other connection variables are set.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class ServiceSettings(BaseSettings):
 
     KAFKA_PRINCIPAL: ClassVar[str | None] = None
     """The principal this service logs in as when `kafka.sasl_username` is unset."""
+    REDIS_USER: ClassVar[str | None] = None
+    """The Redis ACL user this service logs in as when `redis.username` is unset."""
 
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     redis: RedisConnection = Field(default_factory=RedisConnection)
@@ -49,6 +52,19 @@ class ServiceSettings(BaseSettings):
         "trainer, monitor) at e.g. 10 yield the CPU to it when a request arrives and still use "
         "every idle cycle (the role of cpu.weight / QoS classes under an orchestrator).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_redis_user(cls, data: Any) -> Any:
+        user = cls.REDIS_USER
+        if user is None or not isinstance(data, dict):
+            return data
+        redis = data.get("redis", {})
+        if isinstance(redis, RedisConnection) and "username" not in redis.model_fields_set:
+            return {**data, "redis": redis.model_copy(update={"username": user})}
+        if isinstance(redis, dict) and redis.get("username") is None:
+            return {**data, "redis": {**redis, "username": user}}
+        return data
 
     @model_validator(mode="before")
     @classmethod

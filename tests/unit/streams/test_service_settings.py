@@ -5,6 +5,7 @@ from serving.settings import ServeSettings
 from streams.feature_worker.settings import StreamSettings
 from streams.kafka.connection import KafkaConnection
 from streams.monitor.settings import MonitorSettings
+from streams.redis.connection import RedisConnection
 from streams.service_settings import ServiceSettings
 
 
@@ -32,3 +33,14 @@ def test_a_principal_named_in_the_settings_wins(monkeypatch: pytest.MonkeyPatch)
 
     assert ServeSettings().kafka.sasl_username == "scorer-eu"
     assert ServeSettings(kafka=KafkaConnection(sasl_username="x")).kafka.sasl_username == "x"
+
+
+def test_the_scorer_reads_redis_as_its_read_only_user_whatever_else_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAMREC_REDIS__HOST", "redis.internal")
+
+    assert ServeSettings().redis.username == "scorer"
+    assert ServeSettings(redis=RedisConnection(port=7000)).redis.username == "scorer"
+    assert ServeSettings(redis=RedisConnection(username="streams")).redis.username == "streams"
+    assert StreamSettings().redis.username == "streams"
