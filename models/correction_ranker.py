@@ -10,7 +10,9 @@ listwise loss: what matters is the target's place among its own query's candidat
 Inputs: the standardised point-in-time features as the dense part; the query vector, the
 candidate's item vector and the user's last item vector (L2-normalised) as the sparse slots, so
 the DLRM's dot interactions see query-candidate and last-item-candidate similarity directly.
-Training early-stops on the NDCG@10 of a random holdout of the training queries.
+Training early-stops on the NDCG@10 of a random holdout of the training queries. The score is
+the mean of ``n_models`` such rankers, each with its own seed and holdout: one model's early
+stopping on a few hundred holdout queries is noisy, and the average of a few varies far less.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class CorrectionRankerConfig(BaseModel):
     batch_queries: int = Field(32, ge=1, description="Queries (each with all candidates) a step.")
     patience: int = Field(20, ge=1, description="Epochs without holdout gain before stopping.")
     holdout_share: float = Field(0.2, gt=0.0, lt=1.0, description="Queries kept for stopping.")
-    seed: int = Field(0, description="Initialisation, holdout and batching seed.")
+    n_models: int = Field(3, ge=1, description="Rankers averaged, seeds seed .. seed + n - 1.")
+    seed: int = Field(0, description="Initialisation, holdout and batching seed of the first.")
 
 
 class _Model(nn.Module):
@@ -84,28 +87,57 @@ class CorrectionRanker:
     def __init__(self, config: CorrectionRankerConfig | None = None) -> None:
         self.config = config or CorrectionRankerConfig()
         self.chosen: dict[str, Any] = {}
-        self._model: _Model | None = None
-        self._mean: FloatArray | None = None
-        self._std: FloatArray | None = None
+        self._members: list[_Member] = []
 
     def fit(self, examples: RankingExamples) -> None:
         cfg = self.config
-        torch.manual_seed(cfg.seed)
-        fit_rows, holdout_rows = holdout_split(len(examples), cfg.holdout_share, cfg.seed)
-        train = examples.subset(fit_rows)
-        holdout = examples.subset(holdout_rows)
+        self._members = [
+            _Member(cfg.model_copy(update={"seed": cfg.seed + i}), examples)
+            for i in range(cfg.n_models)
+        ]
+        self.chosen = {
+            "models": cfg.n_models,
+            "best_epochs": [m.best_epoch for m in self._members],
+            "holdout_ndcg@10": [m.holdout_ndcg for m in self._members],
+            "fit_queries": self._members[0].fit_queries,
+        }
+
+    def score(self, examples: RankingExamples) -> FloatArray:
+        if not self._members:
+            raise RuntimeError("score before fit")
+        total = sum(m.score(examples) for m in self._members)
+        scores: FloatArray = (np.asarray(total, dtype=np.float32) / len(self._members)).astype(
+            np.float32)
+        return scores
+
+
+class _Member:
+    """One correction model, trained on its own seed's holdout split."""
+
+    def __init__(self, config: CorrectionRankerConfig, examples: RankingExamples) -> None:
+        self.config = config
+        torch.manual_seed(config.seed)
+        fit_rows, holdout_rows = holdout_split(len(examples), config.holdout_share, config.seed)
+        train, holdout = examples.subset(fit_rows), examples.subset(holdout_rows)
         valid = train.features[train.valid]
         self._mean = valid.mean(axis=0)
         self._std = np.maximum(valid.std(axis=0), 1e-6).astype(np.float32)
         dim = padded_width(examples.item_vectors.shape[1])
-        self._model = _Model(examples.features.shape[2], dim, cfg)
+        self._model = _Model(examples.features.shape[2], dim, config)
+        learnable = train.subset(train.with_target())
+        self.fit_queries = len(learnable)
+        self.best_epoch, self.holdout_ndcg = self._train(learnable, holdout)
+        log.info("ranker=two_stage_dlrm seed=%d best_epoch=%d holdout_ndcg10=%.4f",
+                 config.seed, self.best_epoch, self.holdout_ndcg)
+
+    def _train(self, learnable: RankingExamples, holdout: RankingExamples) -> tuple[int, float]:
+        """Epochs until the holdout NDCG@10 stops improving; keeps the best weights."""
+        cfg = self.config
         optimizer = torch.optim.AdamW(self._model.parameters(), lr=cfg.lr,
                                       weight_decay=cfg.weight_decay)
-        learnable = train.subset(train.with_target())
-        best, best_epoch, state = self._holdout_ndcg(holdout), 0, copy.deepcopy(
-            self._model.state_dict())
+        best, best_epoch = self._holdout_ndcg(holdout), 0
+        state = copy.deepcopy(self._model.state_dict())
         rng = np.random.default_rng(cfg.seed)
-        epoch = 0
         for epoch in range(1, cfg.epochs + 1):
             self._epoch(learnable, optimizer, rng)
             ndcg = self._holdout_ndcg(holdout)
@@ -114,15 +146,13 @@ class CorrectionRanker:
             elif epoch - best_epoch >= cfg.patience:
                 break
         self._model.load_state_dict(state)
-        self.chosen = {"best_epoch": best_epoch, "epochs_run": epoch,
-                       "holdout_ndcg@10": best, "fit_queries": len(learnable)}
-        log.info("ranker=%s best_epoch=%d holdout_ndcg10=%.4f", self.name, best_epoch, best)
+        return best_epoch, best
 
     def _epoch(
         self, examples: RankingExamples, optimizer: torch.optim.Optimizer,
         rng: np.random.Generator,
     ) -> None:
-        if self._model is None or len(examples) == 0:
+        if len(examples) == 0:
             return
         self._model.train()
         order = rng.permutation(len(examples))
@@ -135,8 +165,6 @@ class CorrectionRanker:
             optimizer.step()
 
     def _logits(self, examples: RankingExamples) -> torch.Tensor:
-        if self._model is None or self._mean is None or self._std is None:
-            raise RuntimeError("score before fit")
         dense = torch.from_numpy((examples.features - self._mean) / self._std)
         sparse = torch.from_numpy(_slots(examples, padded_width(examples.item_vectors.shape[1])))
         retriever = torch.from_numpy(examples.retriever_scores)
@@ -150,8 +178,6 @@ class CorrectionRanker:
         return float(ndcg_at_10(reranked_ranks(self.score(holdout), holdout)).mean())
 
     def score(self, examples: RankingExamples) -> FloatArray:
-        if self._model is None:
-            raise RuntimeError("score before fit")
         self._model.eval()
         with torch.no_grad():
             scores: FloatArray = self._logits(examples).numpy().astype(np.float32)

@@ -13,7 +13,7 @@ the target's rank over the catalog (a target outside the candidates never hits).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,19 @@ class RankingExamples:
             query_vectors=self.query_vectors[rows],
             item_vectors=self.item_vectors,
             last_items=self.last_items[rows],
+        )
+
+    @classmethod
+    def concat(cls, parts: list[RankingExamples]) -> RankingExamples:
+        """The queries of every part, in order (the parts share one item table)."""
+        def stacked(name: str) -> Any:
+            return np.concatenate([getattr(part, name) for part in parts])
+
+        return cls(
+            features=stacked("features"), retriever_scores=stacked("retriever_scores"),
+            candidates=stacked("candidates"), valid=stacked("valid"), labels=stacked("labels"),
+            query_vectors=stacked("query_vectors"), item_vectors=parts[0].item_vectors,
+            last_items=stacked("last_items"),
         )
 
     def with_target(self) -> IntArray:

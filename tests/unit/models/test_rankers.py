@@ -40,7 +40,7 @@ def _ndcg(ranker: Ranker, examples: RankingExamples) -> float:
 
 
 @pytest.mark.parametrize("ranker", [
-    CorrectionRanker(CorrectionRankerConfig(epochs=40, patience=10)),
+    CorrectionRanker(CorrectionRankerConfig(epochs=40, patience=10, n_models=2)),
     GBMRanker(GBMRankerConfig(n_estimators=100, min_child_samples=10)),
 ], ids=["dlrm", "gbm"])
 def test_ranker_learns_a_feature_the_retriever_lacks(ranker: Ranker) -> None:
