@@ -62,6 +62,16 @@ def _print_eval(report: dict[str, Any]) -> None:
                       f"{m['train_s']:.1f}")
     console = Console()
     console.print(table)
+    two_stage = report.get("two_stage")
+    if two_stage:
+        recall = next(key for key in two_stage if key.startswith("recall@"))
+        console.print(f"retriever (session_transformer) {recall}: {two_stage[recall]:.4f}")
+    for name, m in report["models"].items():
+        versus = m.get("vs_transformer")
+        if versus:
+            low, high = versus["ci95"]
+            console.print(f"{name} vs session_transformer: NDCG@10 x{versus['ratio']:.3f}, "
+                          f"paired 95% CI of the difference [{low:+.4f}, {high:+.4f}]")
     margin = report.get("session_transformer_margin")
     if margin:
         console.print(
