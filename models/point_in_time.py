@@ -34,6 +34,7 @@ from models.sequences import LeaveOneOutSplit, Queries
 from streams.features.windows import WINDOW_7D, WINDOWS, Window
 
 FloatArray = npt.NDArray[np.float32]
+Float64Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 RECENT_ITEMS = 5
 """Last history items the similarity features compare a candidate with."""
@@ -94,19 +95,22 @@ class InteractionLog:
         counts: IntArray = self._position(items, as_of) - self._position(items, since)
         return np.maximum(counts, 0)
 
-    def first_and_last(self, items: IntArray, as_of: IntArray) -> tuple[FloatArray, FloatArray]:
-        """Time of each item's first and last event before ``as_of`` (NaN when none)."""
+    def first_and_last(
+        self, items: IntArray, as_of: IntArray
+    ) -> tuple[Float64Array, Float64Array]:
+        """Time of each item's first and last event before ``as_of`` (NaN when none); float64,
+        as float32 would round epoch seconds to about a minute."""
+        if len(self.times) == 0:
+            none = np.full(items.shape, np.nan, dtype=np.float64)
+            return none, none.copy()
         start = self._position(items, np.full_like(as_of, self.origin))
         end = self._position(items, as_of)
         seen = end > start
-        safe_last = np.clip(end - 1, 0, max(0, len(self.times) - 1))
-        safe_first = np.clip(start, 0, max(0, len(self.times) - 1))
-        if len(self.times) == 0:
-            nan = np.full(items.shape, np.nan, dtype=np.float32)
-            return nan, nan.copy()
-        first = np.where(seen, self.times[safe_first], np.nan).astype(np.float64)
-        last = np.where(seen, self.times[safe_last], np.nan).astype(np.float64)
-        return first.astype(np.float32), last.astype(np.float32)
+        last_index = np.clip(end - 1, 0, len(self.times) - 1)
+        first_index = np.clip(start, 0, len(self.times) - 1)
+        first = np.where(seen, self.times[first_index], np.nan).astype(np.float64)
+        last = np.where(seen, self.times[last_index], np.nan).astype(np.float64)
+        return first, last
 
     def total_between(self, since: IntArray, as_of: IntArray) -> IntArray:
         """Events of any item with ``since <= time < as_of``."""

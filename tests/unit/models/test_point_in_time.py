@@ -90,3 +90,13 @@ def test_window_counts_equal_the_stream_windows_over_bucketed_events() -> None:
                 got = log.count_between(np.array([item]), np.array([window.start_s(as_of)]),
                                         np.array([as_of]))
                 assert int(got[0]) == expected, (window.name, as_of, item)
+
+
+def test_time_since_the_items_last_event_is_exact_to_the_second_at_epoch_scale() -> None:
+    epoch_t = 890_000_000  # ML-100K's era: float32 would round this to 64 s
+    log = InteractionLog.from_events(np.array([3, 3, 4]),
+                                     np.array([epoch_t - 900, epoch_t - 5, epoch_t - 1]))
+    first, last = log.first_and_last(np.array([3, 4, 5]), np.full(3, epoch_t))
+    assert last[0] == epoch_t - 5 and first[0] == epoch_t - 900
+    assert last[1] == epoch_t - 1
+    assert np.isnan(last[2]) and np.isnan(first[2])
