@@ -31,7 +31,7 @@ def eval_command(
     seed: int = typer.Option(0, help="Seed of every random choice (deterministic eval)."),
 ) -> None:
     """Leave-one-out, full-ranking evaluation of every model and baseline."""
-    from models.evaluation import evaluate_dataset, load_frame
+    from models.evaluation import evaluate_dataset, load_frame, load_items
     from models.session_config import SessionTransformerConfig
 
     if (dataset is None) == (interactions is None):
@@ -41,7 +41,8 @@ def eval_command(
     if epochs is not None:
         overrides["epochs"] = epochs
     config = SessionTransformerConfig(**overrides)
-    report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen)
+    report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen,
+                              items=load_items(dataset))
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")
@@ -61,6 +62,16 @@ def _print_eval(report: dict[str, Any]) -> None:
                       f"{m['train_s']:.1f}")
     console = Console()
     console.print(table)
+    two_stage = report.get("two_stage")
+    if two_stage:
+        recall = next(key for key in two_stage if key.startswith("recall@"))
+        console.print(f"retriever (session_transformer) {recall}: {two_stage[recall]:.4f}")
+    for name, m in report["models"].items():
+        versus = m.get("vs_transformer")
+        if versus:
+            low, high = versus["ci95"]
+            console.print(f"{name} vs session_transformer: NDCG@10 x{versus['ratio']:.3f}, "
+                          f"paired 95% CI of the difference [{low:+.4f}, {high:+.4f}]")
     margin = report.get("session_transformer_margin")
     if margin:
         console.print(

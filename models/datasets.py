@@ -7,6 +7,9 @@ Two sources, one shape: a pandas frame with columns ``user_id`` (str), ``item_id
   PyPI ships ``ml-100k.inter``; we read it out of the wheel (never installing recbole), check a
   pinned sha256 and cache the file under ``.streamrec/datasets/`` (git-ignored).
 - :func:`load_interactions_csv` reads any CSV with header ``user_id,item_id,timestamp``.
+
+Item content comes from the same wheel: :func:`load_ml100k_items` reads ``ml-100k.item`` (title,
+release year, genres) the same way, with its own pinned sha256.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ log = logging.getLogger(__name__)
 RECBOLE_VERSION = "1.2.1"
 ML100K_MEMBER = "recbole/dataset_example/ml-100k/ml-100k.inter"
 ML100K_SHA256 = "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff"
+ML100K_ITEMS_MEMBER = "recbole/dataset_example/ml-100k/ml-100k.item"
+ML100K_ITEMS_SHA256 = "51d7cdf777ce5c0f5b32c1d947a4a81fe07d75e78abbe761e0cd4d0756064532"
+ITEM_COLUMNS = ("item_id", "title", "release_year", "genres")
 DEFAULT_CACHE = Path(".streamrec/datasets")
 COLUMNS = ("user_id", "item_id", "timestamp")
 _TIMEOUT_S = 120.0
@@ -66,16 +72,25 @@ def _wheel_url(version: str) -> str:
 
 def fetch_ml100k(cache_dir: Path = DEFAULT_CACHE) -> Path:
     """Returns the path of the verified ``ml-100k.inter`` file, downloading it once."""
-    target = cache_dir / "ml-100k.inter"
-    if target.exists() and _sha256(target.read_bytes()) == ML100K_SHA256:
+    return _fetch_member(ML100K_MEMBER, ML100K_SHA256, cache_dir)
+
+
+def fetch_ml100k_items(cache_dir: Path = DEFAULT_CACHE) -> Path:
+    """Returns the path of the verified ``ml-100k.item`` file, downloading it once."""
+    return _fetch_member(ML100K_ITEMS_MEMBER, ML100K_ITEMS_SHA256, cache_dir)
+
+
+def _fetch_member(member: str, sha256: str, cache_dir: Path) -> Path:
+    target = cache_dir / member.rsplit("/", 1)[-1]
+    if target.exists() and _sha256(target.read_bytes()) == sha256:
         return target
     url = _wheel_url(RECBOLE_VERSION)
-    log.info("downloading dataset=ml-100k url=%s", url)
+    log.info("downloading member=%s url=%s", target.name, url)
     with zipfile.ZipFile(io.BytesIO(_get(url))) as wheel:
-        data = wheel.read(ML100K_MEMBER)
+        data = wheel.read(member)
     digest = _sha256(data)
-    if digest != ML100K_SHA256:
-        raise DatasetError(f"ml-100k sha256 mismatch: got {digest}, want {ML100K_SHA256}")
+    if digest != sha256:
+        raise DatasetError(f"{target.name} sha256 mismatch: got {digest}, want {sha256}")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_bytes(data)
@@ -92,6 +107,21 @@ def load_ml100k(cache_dir: Path = DEFAULT_CACHE) -> pd.DataFrame:
     raw = pd.read_csv(fetch_ml100k(cache_dir), sep="\t", dtype=str)
     raw.columns = [c.split(":")[0] for c in raw.columns]
     return _normalise(raw)
+
+
+def load_ml100k_items(cache_dir: Path = DEFAULT_CACHE) -> pd.DataFrame:
+    """MovieLens-100K item content: ``item_id`` (str), ``title`` (str), ``release_year`` (float,
+    NaN when unknown) and ``genres`` (tuple of genre names)."""
+    raw = pd.read_csv(fetch_ml100k_items(cache_dir), sep="\t", dtype=str, keep_default_na=False)
+    raw.columns = [c.split(":")[0] for c in raw.columns]
+    return pd.DataFrame(
+        {
+            "item_id": raw["item_id"].astype(str).to_numpy(),
+            "title": raw["movie_title"].astype(str).to_numpy(),
+            "release_year": pd.to_numeric(raw["release_year"], errors="coerce").to_numpy(),
+            "genres": [tuple(g.split()) for g in raw["class"].astype(str)],
+        }
+    )
 
 
 def load_interactions_csv(path: Path) -> pd.DataFrame:

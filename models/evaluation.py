@@ -10,6 +10,10 @@ in the history on ML-100K; on other data an already-seen target counts as a miss
 
 Any object with ``name``, ``fit(train, validation)`` and ``score(queries)`` is a
 :class:`Recommender`; :func:`default_recommenders` lists the baselines and the Transformer.
+
+Two-stage rows (:mod:`models.two_stage`): the fitted Transformer's top-100 re-ranked by each of
+:func:`default_rankers`, trained on the validation positions, compared paired with the
+Transformer's own row.
 """
 
 from __future__ import annotations
@@ -29,11 +33,16 @@ import pandas as pd
 import torch
 
 from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
-from models.datasets import load_interactions_csv, load_ml100k
+from models.correction_ranker import CorrectionRanker, CorrectionRankerConfig
+from models.datasets import load_interactions_csv, load_ml100k, load_ml100k_items
+from models.gbm_ranker import GBMRanker, GBMRankerConfig
+from models.item_content import ItemContent
 from models.metrics import exclude, metrics_from_ranks, target_ranks
+from models.ranking import Ranker
 from models.sequence_training import FitReport, SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
 from models.session_config import SessionTransformerConfig
+from models.two_stage import TOP_K, two_stage_rows
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
@@ -137,6 +146,14 @@ def default_recommenders(
     ]
 
 
+def default_rankers(config: SessionTransformerConfig) -> list[Ranker]:
+    """The DLRM correction ranker and the LightGBM lambdarank baseline."""
+    return [
+        CorrectionRanker(CorrectionRankerConfig(seed=config.seed)),
+        GBMRanker(GBMRankerConfig(seed=config.seed, threads=max(1, config.threads))),
+    ]
+
+
 def evaluate_scores(scores: FloatArray, queries: Queries, exclude_seen: bool) -> dict[str, float]:
     """Metrics of a full score matrix against the queries' targets."""
     if exclude_seen:
@@ -184,17 +201,36 @@ def load_frame(dataset: str | None, interactions: Path | None) -> tuple[str, pd.
     return str(interactions), load_interactions_csv(interactions)
 
 
+def load_items(dataset: str | None) -> pd.DataFrame | None:
+    """Item content of a built-in dataset (genres, release year); None for a CSV."""
+    return load_ml100k_items() if dataset == "ml-100k" else None
+
+
 def evaluate_dataset(
-    name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True
+    name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True,
+    items: pd.DataFrame | None = None, rankers: Sequence[Ranker] | None = None,
 ) -> dict[str, Any]:
-    """Full evaluation report (the ``streamrec eval`` JSON)."""
+    """Full evaluation report (the ``streamrec eval`` JSON); ``items`` is the item content
+    (``item_id``, ``release_year``, ``genres``) the rankers' content features read."""
     started = time.perf_counter()
     if config.threads:
         torch.set_num_threads(config.threads)
     split = leave_one_out(frame)
     if len(split.test.targets) == 0:
         raise ValueError("no user has the 3+ events leave-one-out needs")
-    results = run_evaluation(split, default_recommenders(config, exclude_seen), exclude_seen)
+    recommenders = default_recommenders(config, exclude_seen)
+    results = run_evaluation(split, recommenders, exclude_seen)
+    transformer = next(r for r in recommenders if isinstance(r, SessionTransformerRecommender))
+    if transformer.trainer is None:
+        raise RuntimeError("the session Transformer was not fitted")
+    content = (ItemContent.from_frame(items, split.item_ids) if items is not None
+               else ItemContent.empty(split.train.n_items))
+    rows, two_stage = two_stage_rows(
+        split, transformer.trainer, content,
+        default_rankers(config) if rankers is None else rankers, exclude_seen, TOP_K, config.seed,
+    )
+    results["session_transformer"][f"recall@{TOP_K}"] = two_stage[f"recall@{TOP_K}"]
+    results.update(rows)
     return {
         "dataset": name,
         "protocol": PROTOCOL,
@@ -207,6 +243,7 @@ def evaluate_dataset(
         "session_transformer_config": config.model_dump(),
         "models": results,
         "session_transformer_margin": margin_over_baselines(results),
+        "two_stage": two_stage,
         "wall_s": round(time.perf_counter() - started, 1),
         "torch_threads": torch.get_num_threads(),
         "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # shared machine: context

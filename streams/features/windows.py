@@ -38,11 +38,20 @@ class Window:
     family: BucketFamily
     span: int
 
+    def first_bucket(self, as_of: float) -> int:
+        """Oldest bucket the window covers at `as_of` (the newest is the bucket of `as_of`)."""
+        return self.family.bucket(as_of) - self.span + 1
+
+    def start_s(self, as_of: float) -> int:
+        """First second the window covers at `as_of`: what an offline count over raw event
+        times (models.point_in_time) uses, so it agrees with the bucketed count."""
+        return self.first_bucket(as_of) * self.family.bucket_s
+
     def count(self, buckets: Mapping[str, str], as_of: float) -> int:
         """Events in this window at `as_of`, from the family's hash (bucket text -> count)."""
         newest = self.family.bucket(as_of)
-        oldest = newest - self.span
-        return sum(int(n) for b, n in buckets.items() if oldest < int(b) <= newest)
+        oldest = self.first_bucket(as_of)
+        return sum(int(n) for b, n in buckets.items() if oldest <= int(b) <= newest)
 
 
 WINDOW_1H = Window("1h", MINUTES, 60)

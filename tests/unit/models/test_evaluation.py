@@ -28,7 +28,8 @@ def test_report_has_every_model_and_metric_and_is_json() -> None:
     report = evaluate_dataset("synthetic", _frame(), config)
     assert report["exclude_seen"] is True
     assert set(report["models"]) == {
-        "popularity", "recent_popularity", "item_knn", "markov", "session_transformer"
+        "popularity", "recent_popularity", "item_knn", "markov", "session_transformer",
+        "two_stage_dlrm", "two_stage_gbm",
     }
     for metrics in report["models"].values():
         assert {"hr@10", "ndcg@10", "recall@20", "mrr@20", "train_s"} <= set(metrics)
@@ -36,6 +37,28 @@ def test_report_has_every_model_and_metric_and_is_json() -> None:
     # A deterministic successor pattern: the sequential models must find it.
     assert report["models"]["markov"]["hr@10"] == 1.0
     json.dumps(report)
+
+
+def test_two_stage_rows_compare_paired_with_the_transformer() -> None:
+    config = SessionTransformerConfig(dim=16, heads=2, layers=1, max_len=8, epochs=5,
+                                      eval_every=5, batch_size=8)
+    items = pd.DataFrame({
+        "item_id": [f"i{j}" for j in range(15)],
+        "release_year": [1990.0 + j for j in range(15)],
+        "genres": [("drama",) if j % 2 else ("comedy", "drama") for j in range(15)],
+    })
+    report = evaluate_dataset("synthetic", _frame(), config, items=items)
+    transformer = report["models"]["session_transformer"]
+    assert 0.0 <= transformer["ndcg@10"] <= transformer["recall@100"] <= 1.0
+    assert report["two_stage"]["recall@100"] == transformer["recall@100"]
+    for name in ("two_stage_dlrm", "two_stage_gbm"):
+        row = report["models"][name]
+        assert 0.0 <= row["ndcg@10"] <= row["hr@10"] <= transformer["recall@100"]
+        versus = row["vs_transformer"]
+        assert versus["ratio"] == pytest.approx(row["ndcg@10"] / transformer["ndcg@10"])
+        low, high = versus["ci95"]
+        assert low <= versus["ndcg@10_diff"] <= high
+    json.loads(json.dumps(report))
 
 
 def test_margin_is_relative_to_the_strongest_baseline() -> None:
