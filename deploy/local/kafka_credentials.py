@@ -8,9 +8,9 @@ only as salted SCRAM hashes. A missing file gets a new password: deleting one an
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
+from deploy.local.secret_files import ensure_secret_files
 from streams.kafka.principals import PRINCIPALS
 
 MECHANISM = "SCRAM-SHA-512"
@@ -18,17 +18,7 @@ ITERATIONS = 8192
 
 
 def ensure_passwords(secrets_dir: Path) -> dict[str, str]:
-    secrets_dir.mkdir(parents=True, exist_ok=True)
-    secrets_dir.chmod(0o700)
-    passwords = {}
-    for principal in PRINCIPALS:
-        path = secrets_dir / f"kafka-{principal}"
-        if not path.exists():
-            path.touch(mode=0o600)
-            path.write_text(secrets.token_urlsafe(24) + "\n")
-        path.chmod(0o600)
-        passwords[principal] = path.read_text().strip()
-    return passwords
+    return ensure_secret_files(secrets_dir, "kafka-", PRINCIPALS)
 
 
 def format_arguments(passwords: dict[str, str]) -> list[str]:

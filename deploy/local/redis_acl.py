@@ -8,8 +8,9 @@ at start.
 from __future__ import annotations
 
 import hashlib
-import secrets
 from pathlib import Path
+
+from deploy.local.secret_files import ensure_secret_files
 
 NAMESPACES = ("sr", "test")
 """Every streamrec key lives under `sr:` (benchmarks and demos add a segment, `sr:bench:<id>:`;
@@ -46,16 +47,7 @@ USERS: dict[str, str] = {
 
 
 def ensure_passwords(secrets_dir: Path) -> dict[str, str]:
-    secrets_dir.mkdir(parents=True, exist_ok=True)
-    secrets_dir.chmod(0o700)
-    passwords = {}
-    for user in USERS:
-        path = secrets_dir / f"redis-{user}"
-        if not path.exists():
-            path.write_text(secrets.token_urlsafe(24) + "\n")
-            path.chmod(0o600)
-        passwords[user] = path.read_text().strip()
-    return passwords
+    return ensure_secret_files(secrets_dir, "redis-", USERS)
 
 
 DEFAULT_USER = "user default off resetchannels ~* &* +@all"
