@@ -20,7 +20,12 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from schemas import ContractError, DriftAlert, decode
 from schemas.topics import ALERTS_DRIFT
 from streams.kafka.connection import KafkaConnection
-from streams.kafka.consumer import BatchConsumer, source_position
+from streams.kafka.consumer import (
+    BatchConsumer,
+    committed_offsets,
+    source_position,
+    until_answered,
+)
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
@@ -102,12 +107,15 @@ class DriftAlerts:
         self.consumer.close()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        committed = consumer.committed(partitions, timeout=_COMMITTED_TIMEOUT_S)
+        committed = committed_offsets(consumer, partitions)
         since_ms = int(1000 * (self._clock() - self.max_age_s))
         fresh = [TopicPartition(tp.topic, tp.partition, since_ms) for tp in committed
                  if tp.offset < 0]
         # offsets_for_times answers OFFSET_END where no record is that recent: the right start.
-        starts = consumer.offsets_for_times(fresh, timeout=_COMMITTED_TIMEOUT_S) if fresh else []
+        starts = until_answered(
+            "offsets_for_times",
+            lambda: consumer.offsets_for_times(fresh, timeout=_COMMITTED_TIMEOUT_S),
+        ) if fresh else []
         by_partition = {tp.partition: tp.offset for tp in starts}
         for tp in partitions:
             tp.offset = by_partition.get(tp.partition, tp.offset)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -45,21 +45,62 @@ def commit_offsets(
     consumer: Consumer, offsets: list[TopicPartition], sleep: Callable[[float], None] = time.sleep
 ) -> bool:
     """Synchronous commit through a broker outage; False when the group refused it."""
+    try:
+        until_answered(
+            "commit", lambda: consumer.commit(offsets=offsets, asynchronous=False), sleep
+        )
+        return True
+    except Refused as refused:
+        error = refused.error
+        logger.warning("commit refused code=%s reason=%s", error.code(), error.str())
+        return False
+
+
+def committed_offsets(
+    consumer: Consumer, partitions: list[TopicPartition],
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[TopicPartition]:
+    """The group's committed positions, asked again until the broker answers. Rebalance
+    callbacks ask for them, and a callback that raised would take its consumer's loop down
+    with it, as the first rebalance after an outage would (the coordinator still loading)."""
+    try:
+        return until_answered(
+            "committed", lambda: consumer.committed(partitions, timeout=_ASK_TIMEOUT_S), sleep
+        )
+    except Refused as refused:
+        raise KafkaException(refused.error) from None
+
+
+_ASK_TIMEOUT_S = 30.0
+_T = TypeVar("_T")
+
+
+class Refused(Exception):
+    """The broker answered "no" (not "not now")."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(error.str())
+        self.error = error
+
+
+def until_answered(
+    what: str, call: Callable[[], _T], sleep: Callable[[float], None] = time.sleep
+) -> _T:
+    """`call()`, retried with backoff while its error says "not now"; an error that says "no"
+    is raised as `Refused`, a fatal one as it came."""
     attempt = 0
     while True:
         try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-            return True
+            return call()
         except KafkaException as exc:
             error = exc.args[0]
             if not isinstance(error, KafkaError) or error.fatal():
                 raise
             if error.code() not in _NOT_NOW and not error.retriable():
-                logger.warning("commit refused code=%s reason=%s", error.code(), error.str())
-                return False
+                raise Refused(error) from None
             if attempt % 20 == 0:
-                logger.warning("commit waits for the broker code=%s attempt=%d",
-                               error.code(), attempt)
+                logger.warning("%s waits for the broker code=%s attempt=%d",
+                               what, error.code(), attempt)
             sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
 

@@ -27,7 +27,7 @@ from schemas.events import InteractionEvent
 from schemas.recommendations import RecommendationResponse
 from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
 from schemas.wire import ContractError, decode
-from streams.kafka.consumer import BatchConsumer, commit_offsets
+from streams.kafka.consumer import BatchConsumer, commit_offsets, committed_offsets
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.profiles import FeatureProfile
 from streams.monitor.metrics import MonitorMetrics
@@ -38,7 +38,6 @@ from streams.monitor.settings import MonitorSettings
 logger = logging.getLogger(__name__)
 
 _LAG_EVERY_S = 15.0
-_COMMITTED_TIMEOUT_S = 30.0
 # Co-partitioning: the range assignor gives partition i of both topics to the same instance.
 _CO_PARTITIONED: dict[str, Any] = {"partition.assignment.strategy": "range"}
 
@@ -176,7 +175,7 @@ class MonitorService:
         wall = self._clock()
         for tp in partitions:
             self.pipeline.clock.register(f"{tp.topic}:{tp.partition}", wall)
-        bound = reported_through(consumer.committed(partitions, timeout=_COMMITTED_TIMEOUT_S))
+        bound = reported_through(committed_offsets(consumer, partitions))
         self.pipeline.resume_after(bound)
         # Eager (range) assignment: `partitions` is the whole assignment.
         self.pipeline.windows.source = ",".join(

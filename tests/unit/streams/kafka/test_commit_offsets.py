@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from streams.kafka.consumer import commit_offsets
+from streams.kafka.consumer import commit_offsets, committed_offsets
 
 
 class ScriptedConsumer:
@@ -46,3 +46,19 @@ def test_a_fatal_error_is_raised() -> None:
     consumer = ScriptedConsumer(KafkaError(KafkaError._FENCED, fatal=True))
     with pytest.raises(KafkaException):
         commit_offsets(consumer, OFFSETS, lambda _s: None)  # type: ignore[arg-type]
+
+
+class ScriptedLookup:
+    def __init__(self, *errors: KafkaError) -> None:
+        self.errors = list(errors)
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> Any:
+        if self.errors:
+            raise KafkaException(self.errors.pop(0))
+        return [TopicPartition(tp.topic, tp.partition, 3) for tp in partitions]
+
+
+def test_committed_positions_are_asked_again_until_the_broker_answers() -> None:
+    consumer = ScriptedLookup(KafkaError(KafkaError._TIMED_OUT))
+    positions = committed_offsets(consumer, OFFSETS, lambda _s: None)  # type: ignore[arg-type]
+    assert [tp.offset for tp in positions] == [3]
