@@ -11,10 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from safetensors.torch import load_file
-
 from models.store import ModelStore
-from online_trainer.distributed import write_dataset
+from online_trainer.distributed import assemble, write_dataset
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.publisher import Publisher
 from online_trainer.replay import replay_window
@@ -72,7 +70,7 @@ def distributed_retrain(
     items = result["items"]
     assert isinstance(items, dict)
     model = OnlineModel(config, IdVocabulary(items, current.items.limits))
-    model.load_tensors(load_file(str(workdir / "out" / "model.safetensors")))
+    model.load_tensors(assemble(workdir / "out"))
     for event in sorted(interactions, key=lambda e: e.timestamp):
         row = model.items.get(event.item)
         if row and model.histories.last_item(event.user) != row:
@@ -88,22 +86,22 @@ def distributed_retrain(
     return RetrainResult(model, report, {k: float(v) for k, v in validation.items()})
 
 
-def launch_distributed(data: Path, config_json: str, out: Path, nproc: int) -> dict[str, object]:
-    """Runs online_trainer.distributed under torchrun and returns rank 0's result.json."""
+def launch_distributed(
+    data: Path | None, config_json: str, out: Path, nproc: int, *extra: str
+) -> dict[str, object]:
+    """Runs online_trainer.distributed under torchrun and returns rank 0's result.json.
+
+    STREAMREC_RETRAIN_MASTER_PORT pins the rendezvous port (hosts where ports are allotted);
+    without it torchrun picks a free one."""
+    port = os.environ.get("STREAMREC_RETRAIN_MASTER_PORT")
+    rendezvous = (
+        ["--master-addr", "127.0.0.1", f"--master-port={port}"] if port else ["--standalone"]
+    )
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "online_trainer.distributed",
-        "--data",
-        str(data),
-        "--config",
-        config_json,
-        "--out",
-        str(out),
+        sys.executable, "-m", "torch.distributed.run", *rendezvous,
+        f"--nproc_per_node={nproc}", "-m", "online_trainer.distributed",
+        *(["--data", str(data)] if data else []), "--config", config_json, "--out", str(out),
+        *extra,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     subprocess.run(command, check=True, env=env)
