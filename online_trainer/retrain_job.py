@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,9 @@ from streams.kafka.producer import EventProducer
 logger = logging.getLogger(__name__)
 
 
-def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
+def run_retrain(
+    nproc: int, settings: TrainSettings | None = None, batch_size: int | None = None
+) -> str:
     settings = settings or TrainSettings()
     producer = EventProducer(settings.kafka)
     publisher = Publisher(
@@ -41,6 +44,8 @@ def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
     )
     interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
     config = settings.model.model_copy(update={"time_budget_s": settings.retrain_budget_s})
+    if batch_size is not None:
+        config = config.scaled_to_batch(batch_size)
     if nproc == 1:
         result = full_retrain(
             interactions, trainer.model, config, settings.retrain_mode, settings.max_users
@@ -91,9 +96,10 @@ def launch_distributed(
 ) -> dict[str, object]:
     """Runs online_trainer.distributed under torchrun and returns rank 0's result.json.
 
-    STREAMREC_RETRAIN_MASTER_PORT pins the rendezvous port (hosts where ports are allotted);
-    without it torchrun picks a free one."""
-    port = os.environ.get("STREAMREC_RETRAIN_MASTER_PORT")
+    STREAMREC_RETRAIN_MASTER_PORT pins the rendezvous port, or a range `LOW-HIGH` to take the
+    first free one from (hosts where ports are allotted: a port just released may still be in
+    TIME_WAIT); without it torchrun picks a free one."""
+    port = master_port(os.environ.get("STREAMREC_RETRAIN_MASTER_PORT", ""))
     rendezvous = (
         ["--master-addr", "127.0.0.1", f"--master-port={port}"] if port else ["--standalone"]
     )
@@ -107,6 +113,20 @@ def launch_distributed(
     subprocess.run(command, check=True, env=env)
     result: dict[str, object] = json.loads((out / "result.json").read_text())
     return result
+
+
+def master_port(spec: str) -> int | None:
+    if not spec:
+        return None
+    low, _, high = spec.partition("-")
+    for port in range(int(low), int(high or low) + 1):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in STREAMREC_RETRAIN_MASTER_PORT={spec}")
 
 
 def temp_dir() -> Path:
