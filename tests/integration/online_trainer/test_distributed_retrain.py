@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -76,9 +78,10 @@ def test_a_budget_one_process_cannot_meet_is_refused_and_two_sharded_processes_t
     n_items = 20_000
     total = sum(p.table.rows * p.table.dim * 16 for p in session_plan(n_items, config, 1).values())
     budget = ["--synthetic-items", str(n_items), "--budget-bytes", str(int(0.6 * total))]
-    with pytest.raises(Exception, match="exit status 3"):
+    with pytest.raises(subprocess.CalledProcessError):
         launch_distributed(None, config.model_dump_json(), tmp_path / "one", 1, *budget)
-    assert (tmp_path / "one" / "refused.json").exists()
+    refusal = json.loads((tmp_path / "one" / "refused.json").read_text())
+    assert "over the per-process budget" in refusal["error"]
     result = launch_distributed(None, config.model_dump_json(), tmp_path / "two", 2, *budget)
     assert int(result["examples"]) > 0  # type: ignore[call-overload]
     assert all(r["embedding_bytes"] * 4 <= 0.6 * total for r in result["by_rank"])  # type: ignore[attr-defined]
