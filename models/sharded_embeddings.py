@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F  # noqa: N812 - torch convention
 from torch import nn
 
 from models.embedding_plan import TablePlan
@@ -83,6 +84,9 @@ class ShardedTable(nn.Module):
     def lookup(self, ids: torch.Tensor) -> torch.Tensor:
         """Vectors ``[*ids.shape, dim]``; row 0 of a padding table is always zeros."""
         flat = ids.reshape(-1)
+        shape = (*ids.shape, self.plan.table.dim)
+        if self.world == 1:  # every row is here: no exchange to make
+            return self._masked(F.embedding(flat, self.weight), flat).view(shape)
         owner = self.holders.to(flat.device)[
             torch.bucketize(flat, self.starts.to(flat.device), right=True)
         ]
@@ -91,13 +95,15 @@ class ShardedTable(nn.Module):
         receive = swap_counts(send, self.group)
         send_list = [int(c) for c in send.tolist()]
         asked = exchange(flat[order], send_list, receive, self.group)
-        found = self.weight[asked - self.lo]
+        found = F.embedding(asked - self.lo, self.weight)
         vectors = differentiable_exchange(found, receive, send_list, self.group)
-        out = torch.empty_like(vectors)
-        out = out.index_copy(0, order, vectors)
-        if self.padding_row:
-            out = out * (flat != 0).unsqueeze(1).to(out.dtype)
-        return out.view(*ids.shape, self.plan.table.dim)
+        out = torch.empty_like(vectors).index_copy(0, order, vectors)
+        return self._masked(out, flat).view(shape)
+
+    def _masked(self, vectors: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        if not self.padding_row:
+            return vectors
+        return vectors * (ids != 0).unsqueeze(1).to(vectors.dtype)
 
 
 def sharded_logits(hidden: torch.Tensor, items: ShardedTable, bias: ShardedTable) -> torch.Tensor:
@@ -106,6 +112,8 @@ def sharded_logits(hidden: torch.Tensor, items: ShardedTable, bias: ShardedTable
     Hidden states go to every process holding item rows; each scores them against its rows
     (and its rows' biases, co-located by the plan) and sends the score columns back."""
     world, shards = items.world, items.plan.shards
+    if world == 1:
+        return hidden @ items.weight.to(hidden.dtype).T + bias.weight.to(hidden.dtype).T
     holders = {s.rank for s in shards}
     send = torch.tensor([len(hidden) if r in holders else 0 for r in range(world)])
     receive = swap_counts(send, items.group)
