@@ -150,6 +150,8 @@ class ShardedSessionTrainer(SessionTrainer):
         device: torch.device | None = None,
     ) -> None:
         # SessionTrainer.__init__ would build every table whole on this process: not called.
+        if config.loss != "softmax":
+            raise ValueError("a sharded retrain trains the full softmax (loss='softmax') only")
         self.config = config
         self.device = device or default_device()
         if config.threads:
