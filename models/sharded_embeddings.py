@@ -115,7 +115,9 @@ def sharded_logits(hidden: torch.Tensor, items: ShardedTable, bias: ShardedTable
     if world == 1:
         return hidden @ items.weight.to(hidden.dtype).T + bias.weight.to(hidden.dtype).T
     holders = {s.rank for s in shards}
-    send = torch.tensor([len(hidden) if r in holders else 0 for r in range(world)])
+    send = torch.tensor(
+        [len(hidden) if r in holders else 0 for r in range(world)], device=hidden.device
+    )
     receive = swap_counts(send, items.group)
     send_list = [int(c) for c in send.tolist()]
     copies = hidden.repeat(len(holders), 1)

@@ -337,7 +337,7 @@ def train_sharded(args: argparse.Namespace) -> None:
     trainer = ShardedSessionTrainer(data.train.n_items, config, plans)
     report = trainer.fit(data.train, data.validation)
     validation = trainer.evaluate(data.validation) if data.validation else {}
-    examples = torch.tensor(float(report.examples))
+    examples = torch.tensor(float(report.examples), device=trainer.device)
     dist.all_reduce(examples)
     memory: list[Any] = [None] * world
     dist.all_gather_object(memory, {
