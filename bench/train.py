@@ -5,6 +5,13 @@ position) and the time to reach the final accuracy: the first validation check w
 is within 2% (relative) of the best one the run reached. Test metrics of the restored best
 weights are reported beside, on the held-out last item. Run with
 ``python -m bench.train`` or ``streamrec bench train``; writes bench/results/train_ml100k.json.
+
+``run_sharded`` measures the hybrid-parallel retrain (online_trainer.distributed) under torchrun:
+examples/s and validation NDCG@10 on 1 and 2 processes over the same ML-100K window and epochs,
+the scaling efficiency, the sharding plan, examples/s and NDCG@10 against the batch size (the
+large-batch recipe of SessionTransformerConfig.scaled_to_batch), and the capacity figure: the
+largest item table that 2 processes train sharded under a per-process embedding budget that
+one process refuses.
 """
 
 from __future__ import annotations
@@ -75,6 +82,101 @@ def run(epochs: int | None = None, time_budget_s: float = 1200.0, threads: int =
     }
 
 
+def run_sharded(
+    epochs: int = 3, batch_sizes: tuple[int, ...] = (32, 128, 512),
+    budget_bytes: int = 32 << 20, seed: int = 0,
+) -> dict[str, Any]:
+    """The hybrid-parallel record (see the module docstring)."""
+    import tempfile
+
+    from models.datasets import load_ml100k
+    from models.session_config import SessionTransformerConfig
+    from online_trainer.distributed import write_dataset
+    from online_trainer.online_model import Interaction, OnlineModel
+
+    work = Path(tempfile.mkdtemp(prefix="streamrec-bench-train-"))
+    frame = load_ml100k().sort_values("timestamp", kind="stable")
+    interactions = [
+        Interaction(str(u), str(i), int(t))
+        for u, i, t in zip(frame["user_id"], frame["item_id"], frame["timestamp"], strict=True)
+    ]
+    config = SessionTransformerConfig(epochs=epochs, eval_every=epochs, threads=1, seed=seed)
+    write_dataset(work / "data.json", interactions, OnlineModel(config).items)
+    by_batch = {
+        str(b): _window_run(work, config.scaled_to_batch(b), 1, f"batch-{b}") for b in batch_sizes
+    }
+    one = by_batch[str(config.batch_size)] if str(config.batch_size) in by_batch else (
+        _window_run(work, config, 1, "one")
+    )
+    two = _window_run(work, config, 2, "two")
+    return {
+        "engine": "ddp",
+        "dataset": "ml-100k (all events, validation = each user's last)",
+        "epochs": epochs,
+        "by_processes": {"1": one, "2": two},
+        "scaling_efficiency": round(two["examples_per_s"] / (2 * one["examples_per_s"]), 3),
+        "sharding": json.loads((work / "two" / "plan.json").read_text()),
+        "by_batch_size": by_batch,
+        "capacity": _capacity(work, config, budget_bytes),
+        "cpu_count": os.cpu_count(),
+        "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+
+
+def _window_run(work: Path, config: Any, nproc: int, name: str) -> dict[str, Any]:
+    from online_trainer.retrain_job import launch_distributed
+
+    result = launch_distributed(work / "data.json", config.model_dump_json(), work / name, nproc)
+    validation: dict[str, float] = result["validation"]  # type: ignore[assignment]
+    return {
+        "examples_per_s": round(float(result["examples_per_s"]), 1),  # type: ignore[arg-type]
+        "ndcg@10": round(validation["ndcg@10"], 4),
+        "hr@10": round(validation["hr@10"], 4),
+        "train_s": round(float(result["train_s"]), 1),  # type: ignore[arg-type]
+        "batch_size": config.batch_size,
+        "lr": config.lr,
+        "embedding_bytes_by_rank": [r["embedding_bytes"] for r in result["by_rank"]],  # type: ignore[attr-defined]
+    }
+
+
+def _capacity(work: Path, config: Any, budget_bytes: int) -> dict[str, Any]:
+    """The largest item table whose plan fits the budget on 2 processes (it cannot on 1):
+    one process is asked to train it and refuses, two train it for one short epoch."""
+    import subprocess
+
+    from models.embedding_plan import PlanError
+    from online_trainer.distributed import session_plan
+    from online_trainer.retrain_job import launch_distributed
+
+    small = config.model_copy(update={"epochs": 1, "spectral_init": False, "eval_every": 1})
+    low, high = 1, 1 << 30
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            session_plan(middle, small, 2, budget_bytes)
+            low = middle
+        except PlanError:
+            high = middle - 1
+    extra = ["--synthetic-items", str(low), "--budget-bytes", str(budget_bytes)]
+    try:
+        launch_distributed(None, small.model_dump_json(), work / "cap-1", 1, *extra)
+        one: str = "trained"
+    except subprocess.CalledProcessError:
+        one = json.loads((work / "cap-1" / "refused.json").read_text())["error"]
+    two = launch_distributed(None, small.model_dump_json(), work / "cap-2", 2, *extra)
+    return {
+        "budget_bytes_per_process": budget_bytes,
+        "budget_counts": "float32 weight + gradient + 2 AdamW moments per embedding value",
+        "item_rows": low,
+        "one_process": one,
+        "two_processes": {
+            "examples_per_s": round(float(two["examples_per_s"]), 1),  # type: ignore[arg-type]
+            "by_rank": two["by_rank"],
+            "plan_bytes_per_rank": two["plan_bytes_per_rank"],
+        },
+    }
+
+
 def print_table(result: dict[str, Any]) -> None:
     """The short human-readable summary (the only printing in this module)."""
     from rich.console import Console
@@ -97,6 +199,21 @@ def print_table(result: dict[str, Any]) -> None:
     for name, value in rows:
         table.add_row(name, value)
     Console().print(table)
+
+
+def print_sharded(result: dict[str, Any]) -> None:
+    from bench.report import print_table as print_rows
+
+    rows = [(f"{n} process(es) examples/s / NDCG@10",
+             f"{r['examples_per_s']:.0f} / {r['ndcg@10']:.4f}")
+            for n, r in result["by_processes"].items()]
+    rows += [(f"batch {b} (lr {r['lr']:.3g}) examples/s / NDCG@10",
+              f"{r['examples_per_s']:.0f} / {r['ndcg@10']:.4f}")
+             for b, r in result["by_batch_size"].items()]
+    capacity = result["capacity"]
+    rows += [("scaling efficiency (2 processes)", str(result["scaling_efficiency"])),
+             ("item rows trained sharded, not on 1 process", str(capacity["item_rows"]))]
+    print_rows(f"bench train, engine {result['engine']}", rows)
 
 
 def main() -> None:

@@ -85,16 +85,32 @@ def bench_train(
     time_budget_s: float = typer.Option(1200.0, help="Wall-clock cap of training."),
     threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
     seed: int = typer.Option(0, help="Seed."),
+    convergence: bool = typer.Option(
+        True, help="One process to early stopping: examples/s and time to final accuracy."
+    ),
+    sharded: bool = typer.Option(
+        True, help="Hybrid-parallel retrain on 1 and 2 processes, batch sizes, capacity."
+    ),
+    sharded_epochs: int = typer.Option(3, min=1, help="Epochs of each sharded run."),
+    batch_sizes: str = typer.Option("32,128,512", help="Batch sizes (sequences) to compare."),
+    budget_mib: int = typer.Option(32, min=1, help="Per-process embedding budget (capacity)."),
 ) -> None:
-    """Training throughput (examples/s) and time to final accuracy on ML-100K."""
-    from bench.train import print_table, run
+    """Training throughput (examples/s), time to final accuracy and sharded scaling on ML-100K."""
+    from bench.train import print_sharded, print_table, run, run_sharded
 
     started = time.perf_counter()
-    result = run(epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed)
+    result: dict[str, object] = {}
+    if convergence:
+        result = run(epochs=epochs, time_budget_s=time_budget_s, threads=threads, seed=seed)
+        print_table(result)
+    if sharded:
+        sizes = tuple(int(b) for b in batch_sizes.split(","))
+        scaling = run_sharded(sharded_epochs, sizes, budget_mib << 20, seed)
+        print_sharded(scaling)
+        result.update(scaling)
     result["wall_s"] = round(time.perf_counter() - started, 1)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result, indent=2) + "\n")
-    print_table(result)
 
 
 @app.command("online")

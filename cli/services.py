@@ -50,12 +50,17 @@ def train(
 
 
 def retrain(
-    nproc: int = typer.Option(1, min=1, help="Processes; >1 runs data-parallel under torchrun."),
+    nproc: int = typer.Option(
+        1, min=1, help="Processes; >1 shards the embedding tables over them under torchrun."
+    ),
+    batch_size: int | None = typer.Option(
+        None, min=1, help="Sequences per step; the learning rate scales with it (linear rule)."
+    ),
 ) -> None:
     """Full retrain now: replay the window from Kafka, train, validate, publish a new major."""
     from online_trainer.retrain_job import run_retrain
 
-    version = run_retrain(nproc)
+    version = run_retrain(nproc, batch_size=batch_size)
     typer.echo(f"published major version {version}")
 
 

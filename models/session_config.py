@@ -57,3 +57,13 @@ class SessionTransformerConfig(BaseModel):
     )
     seed: int = Field(0, description="Seed for initialisation, batching and dropout.")
     threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's default.")
+
+    def scaled_to_batch(self, batch_size: int) -> SessionTransformerConfig:
+        """The large-batch recipe: the learning rate grows with the batch (linear scaling rule)
+        and a larger batch gets at least a tenth of its steps as linear warm-up, since its first
+        steps at the scaled rate are the ones that diverge."""
+        factor = batch_size / self.batch_size
+        warmup = max(self.warmup_frac, 0.1) if factor > 1 else self.warmup_frac
+        return self.model_copy(
+            update={"batch_size": batch_size, "lr": self.lr * factor, "warmup_frac": warmup}
+        )

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from safetensors.torch import load_file
-
 from models.store import ModelStore
-from online_trainer.distributed import write_dataset
+from online_trainer.distributed import assemble, write_dataset
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.publisher import Publisher
 from online_trainer.replay import replay_window
@@ -27,7 +26,9 @@ from streams.kafka.producer import EventProducer
 logger = logging.getLogger(__name__)
 
 
-def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
+def run_retrain(
+    nproc: int, settings: TrainSettings | None = None, batch_size: int | None = None
+) -> str:
     settings = settings or TrainSettings()
     producer = EventProducer(settings.kafka)
     publisher = Publisher(
@@ -43,6 +44,8 @@ def run_retrain(nproc: int, settings: TrainSettings | None = None) -> str:
     )
     interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
     config = settings.model.model_copy(update={"time_budget_s": settings.retrain_budget_s})
+    if batch_size is not None:
+        config = config.scaled_to_batch(batch_size)
     if nproc == 1:
         result = full_retrain(
             interactions, trainer.model, config, settings.retrain_mode, settings.max_users
@@ -72,7 +75,7 @@ def distributed_retrain(
     items = result["items"]
     assert isinstance(items, dict)
     model = OnlineModel(config, IdVocabulary(items, current.items.limits))
-    model.load_tensors(load_file(str(workdir / "out" / "model.safetensors")))
+    model.load_tensors(assemble(workdir / "out"))
     for event in sorted(interactions, key=lambda e: e.timestamp):
         row = model.items.get(event.item)
         if row and model.histories.last_item(event.user) != row:
@@ -88,27 +91,42 @@ def distributed_retrain(
     return RetrainResult(model, report, {k: float(v) for k, v in validation.items()})
 
 
-def launch_distributed(data: Path, config_json: str, out: Path, nproc: int) -> dict[str, object]:
-    """Runs online_trainer.distributed under torchrun and returns rank 0's result.json."""
+def launch_distributed(
+    data: Path | None, config_json: str, out: Path, nproc: int, *extra: str
+) -> dict[str, object]:
+    """Runs online_trainer.distributed under torchrun and returns rank 0's result.json.
+
+    STREAMREC_RETRAIN_MASTER_PORT pins the rendezvous port, or a range `LOW-HIGH` to take the
+    first free one from (hosts where ports are allotted: a port just released may still be in
+    TIME_WAIT); without it torchrun picks a free one."""
+    port = master_port(os.environ.get("STREAMREC_RETRAIN_MASTER_PORT", ""))
+    rendezvous = (
+        ["--master-addr", "127.0.0.1", f"--master-port={port}"] if port else ["--standalone"]
+    )
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "online_trainer.distributed",
-        "--data",
-        str(data),
-        "--config",
-        config_json,
-        "--out",
-        str(out),
+        sys.executable, "-m", "torch.distributed.run", *rendezvous,
+        f"--nproc_per_node={nproc}", "-m", "online_trainer.distributed",
+        *(["--data", str(data)] if data else []), "--config", config_json, "--out", str(out),
+        *extra,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     subprocess.run(command, check=True, env=env)
     result: dict[str, object] = json.loads((out / "result.json").read_text())
     return result
+
+
+def master_port(spec: str) -> int | None:
+    if not spec:
+        return None
+    low, _, high = spec.partition("-")
+    for port in range(int(low), int(high or low) + 1):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in STREAMREC_RETRAIN_MASTER_PORT={spec}")
 
 
 def temp_dir() -> Path:
