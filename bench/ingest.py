@@ -242,10 +242,10 @@ def run(
         "freshness_events": offered,
         "batch_max_events": batch,
         # The worker inherits this process's environment, so it runs with these settings too.
-        "script_chunk_events": settings.script_chunk_events,
+        "call_events": settings.call_events,
         "partitions": INTERACTIONS.partitions,
         "compression": "none",
-        "worker": "1 faust worker process, one EVALSHA per script_chunk_events of a batch",
+        "worker": "1 worker process: confluent-kafka batches, one pipelined round trip per batch",
     }
     write_result(json_path, result)
     print_table(

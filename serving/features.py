@@ -25,6 +25,7 @@ import redis
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
 from serving.read_pipeline import ReadPipeline
+from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys
 from streams.redis.resp import Arg
 
@@ -216,22 +217,27 @@ class RedisFeatureReader:
         return [
             ("SMEMBERS", self.serving_keys.unavailable),
             ("GET", self.serving_keys.rules),
-            ("HGET", self.keys.popularity(), "mx_h"),
+            *(("HGET", shard, "mx_h") for shard in self.keys.popularity_shards()),
             *self._popularity_commands(hour),
         ]
 
     def _popularity_commands(self, hour: int) -> list[tuple[Arg, ...]]:
+        """This hour's and the previous hour's top items of every popularity shard (an item
+        counts in one shard only, so the shards' lists merge without overlap)."""
         size = self._popularity_size - 1
         return [
-            ("ZREVRANGE", self.keys.popularity_hour(h), 0, size, "WITHSCORES")
+            ("ZREVRANGE", self.keys.popularity_hour(shard, h), 0, size, "WITHSCORES")
             for h in (hour, hour - 1)
+            for shard in range(POPULARITY_SHARDS)
         ]
 
     def _apply_refresh(self, replies: list[Any]) -> None:
-        unavailable, rules, newest, current, previous = replies
+        unavailable, rules = replies[:2]
+        newest = replies[2 : 2 + POPULARITY_SHARDS]
         self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
-        newest_hour = _number(newest)
-        hour = int(newest_hour) if newest_hour is not None else None
+        hours = [int(n) for raw in newest if (n := _number(raw)) is not None]
+        hour = max(hours) if hours else None
+        current, previous = _hours(replies[2 + POPULARITY_SHARDS :])
         if hour != self._newest_hour:
             # The hour moved on (or this is the first read): the lists fetched are stale.
             self._newest_hour = hour
@@ -240,10 +246,10 @@ class RedisFeatureReader:
                 current, previous = self._popularity_now(hour)
         else:
             self._refreshed_at = self._clock()
-        self._popular = merge_popularity(_pairs(current), _pairs(previous))
+        self._popular = merge_popularity(current, previous)[: 2 * self._popularity_size]
 
     def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
-        current, previous = self._execute(self._popularity_commands(hour))
+        current, previous = _hours(self._execute(self._popularity_commands(hour)))
         self._refreshed_at = self._clock()
         return current, previous
 
@@ -266,6 +272,13 @@ class RedisFeatureReader:
     def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
         for start in range(0, len(item_ids), chunk):
             self.categories(item_ids[start : start + chunk])
+
+
+def _hours(replies: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The shards' (member, score) pairs of this hour and of the previous one."""
+    current = [p for reply in replies[:POPULARITY_SHARDS] for p in _pairs(reply)]
+    previous = [p for reply in replies[POPULARITY_SHARDS:] for p in _pairs(reply)]
+    return current, previous
 
 
 def _pairs(reply: list[Any]) -> list[tuple[Any, Any]]:
