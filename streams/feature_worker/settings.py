@@ -33,6 +33,12 @@ class StreamSettings(ServiceSettings):
         "Redis runs a script atomically, so this bounds how long one call blocks other clients "
         "(the scorer) at about half a millisecond. Raise it for a backfill no scorer shares.",
     )
+    durable_after_s: float = Field(
+        2.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "
+        "after Redis acknowledged its writes: with `appendfsync everysec`, Redis fsyncs its AOF "
+        "at least once a second, so by then the writes survive a crash of the machine, not only "
+        "of Redis. 0 for a Redis with `appendfsync always` (durable when acknowledged).",
+    )
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."
     )

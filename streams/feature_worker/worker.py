@@ -9,10 +9,12 @@ round trip of per-entity script calls, dead letters flushed), and only then stor
 next offsets; librdkafka commits stored offsets every second, before partitions are revoked and
 on close. The cost per record is a decode and a line of text; everything else is per batch.
 
-Durable before committed: Redis acknowledges a write after its AOF write, and with
-`appendfsync always` (deploy/local/redis.py) after the fsync of that event-loop cycle, so an
-offset stored after the acknowledgement never covers an effect a Redis crash could lose; a
-pipelined batch pays one fsync (docs/architecture.md).
+Durable before committed: Redis acknowledges a write after writing it to its AOF (so a crash of
+Redis alone loses nothing acknowledged), and fsyncs the AOF once a second (`appendfsync
+everysec`, deploy/local/redis.py). A batch's offsets are stored only `durable_after_s` after the
+acknowledgement, past that fsync horizon, so a commit never covers an effect a crash of the
+machine could lose, at no cost to Redis (docs/architecture.md). A worker that stops or loses
+partitions before then leaves those offsets uncommitted: re-read, and skipped as applied.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import gc
 import logging
 import os
 import signal
+import time
+from collections import deque
 from collections.abc import Sequence
 from types import FrameType
 
@@ -80,6 +84,8 @@ class FeatureWorker:
         self._settings = settings
         self._metrics = metrics
         self._assigned: set[int] = set()
+        self._pending: deque[tuple[float, list[TopicPartition]]] = deque()
+        """(acknowledged at, next offsets) of applied batches not yet past the fsync horizon."""
         self._stopping = False
         self._loop = asyncio.new_event_loop()
         producer = EventProducer(settings.kafka)
@@ -107,6 +113,11 @@ class FeatureWorker:
         # been applied and stored, so the commit librdkafka makes now covers all of it.
         self._assigned.difference_update(tp.partition for tp in partitions)
         self._metrics.assigned_partitions.set(len(self._assigned))
+        gone = {tp.partition for tp in partitions}
+        self._pending = deque(
+            (at, [tp for tp in offsets if tp.partition not in gone])
+            for at, offsets in self._pending
+        )
 
     def stop(self, signum: int, _: FrameType | None) -> None:
         if not self._stopping:
@@ -126,6 +137,11 @@ class FeatureWorker:
                 )
                 if messages:
                     self._process(messages)
+                self._store_durable(time.monotonic() - settings.durable_after_s)
+            if self._pending:  # stopping: wait out the horizon, then commit everything applied
+                time.sleep(max(0.0, self._pending[-1][0] + settings.durable_after_s
+                               - time.monotonic()))
+                self._store_durable(time.monotonic())
         finally:
             self._consumer.close()  # commits what was stored
             self._loop.run_until_complete(self._pipeline.close())
@@ -137,12 +153,22 @@ class FeatureWorker:
         except Exception:
             logger.exception("batch processing failed events=%d", len(messages))
             _abandon("failed")
+        self._pending.append((time.monotonic(), next_offsets(messages)))
+        self._observe_lag(messages)
+
+    def _store_durable(self, acknowledged_by: float) -> None:
+        """Stores the offsets of batches acknowledged by `acknowledged_by` (monotonic s)."""
+        latest: dict[int, TopicPartition] = {}
+        while self._pending and self._pending[0][0] <= acknowledged_by:
+            for tp in self._pending.popleft()[1]:
+                latest[tp.partition] = tp
+        if not latest:
+            return
         try:
-            self._consumer.raw.store_offsets(offsets=next_offsets(messages))
+            self._consumer.raw.store_offsets(offsets=list(latest.values()))
         except KafkaException as exc:
             # Partitions taken away meanwhile: their new owner reads them again (idempotent).
             logger.warning("offsets not stored reason=%s", exc.args[0])
-        self._observe_lag(messages)
 
     def _observe_lag(self, messages: list[Message]) -> None:
         for tp in next_offsets(messages):
