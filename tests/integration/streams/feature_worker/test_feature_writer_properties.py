@@ -9,6 +9,7 @@ boundaries anywhere, and an entity's events cut into calls of any size.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from dataclasses import dataclass
@@ -70,7 +71,9 @@ def _positioned(draws: list[_Draw]) -> list[PositionedEvent]:
     return out
 
 
-def _delivered(events: list[PositionedEvent], rewinds: list[tuple[int, int]]) -> list[PositionedEvent]:
+def _delivered(
+    events: list[PositionedEvent], rewinds: list[tuple[int, int]]
+) -> list[PositionedEvent]:
     """The stream with re-deliveries: at position `at`, the partition of the event there is
     read again from `back` events earlier (its offsets stay in order, as Kafka's would)."""
     out = list(events)
@@ -91,7 +94,7 @@ async def _apply(
     )
     bounds = [0, *sorted(c % (len(stream) + 1) for c in cuts), len(stream)]
     try:
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             await writer.apply(stream[start:end])
     finally:
         await writer.close()
