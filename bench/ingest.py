@@ -10,16 +10,20 @@ Three figures from one run, on the same broker and topic:
 - CPU seconds per event of the worker process and of Redis while draining: unlike rates, these
   do not depend on what else the (shared, 2-core) machine is running.
 
-Records are produced uncompressed: aiokafka (under faust) needs the `lz4` package to read the
-default lz4 batches, and compression is not what this benchmark measures.
+- the same throughput and Redis time for interleaved traffic (many users active at once);
+- Redis's own time per event running the worker's script calls (INFO commandstats).
+
+Records are produced uncompressed: compression is not what this benchmark measures.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from confluent_kafka.admin import AdminClient
 from bench.report import print_table, write_result
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.worker_process import APPLIED, WorkerProcess, settled
+from schemas.events import InteractionEvent
 from schemas.topics import CATALOG, INTERACTIONS
 from streams.feature_worker.settings import StreamSettings
 from streams.kafka.acls import grant_acls
@@ -66,6 +71,16 @@ class _Drain:
     worker_cpu_us_per_event: float
     redis_cpu_us_per_event: float
     """Redis is shared with other users of the machine: an upper bound of this worker's cost."""
+    redis_us_per_event: float
+    """Redis's own time running the worker's script calls (INFO commandstats, EVALSHA usec):
+    what the worker takes from every other client of Redis, without the network I/O."""
+
+
+def _script_usec(admin: redis.Redis) -> float:
+    stats = admin.info("commandstats")
+    return sum(
+        float(stats.get(name, {}).get("usec", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval")
+    )
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -82,19 +97,23 @@ def _redis_cpu_seconds(admin: redis.Redis) -> float:
 def _drain(worker: WorkerProcess, admin: redis.Redis, total: int, timeout_s: float) -> _Drain:
     """Rate and CPU per event from the first applied sample to the last event (50 ms polls)."""
     deadline = time.monotonic() + timeout_s
-    first: tuple[float, float, float, float] | None = None
+    first: tuple[float, float, float, float, float] | None = None
     while time.monotonic() < deadline:
         samples = worker.metrics()
         now = time.perf_counter()
         applied = samples.get(APPLIED, 0.0)
         if first is None and applied > 0:
-            first = (now, applied, _cpu_seconds(worker.pid), _redis_cpu_seconds(admin))
+            first = (
+                now, applied, _cpu_seconds(worker.pid), _redis_cpu_seconds(admin),
+                _script_usec(admin),
+            )
         if settled(samples) >= total and first is not None:
             n = max(applied - first[1], 1.0)
             return _Drain(
                 n / max(now - first[0], 1e-9),
                 (_cpu_seconds(worker.pid) - first[2]) / n * 1e6,
                 (_redis_cpu_seconds(admin) - first[3]) / n * 1e6,
+                (_script_usec(admin) - first[4]) / n,
             )
         time.sleep(0.05)
     raise TimeoutError(f"worker did not drain {total} events within {timeout_s}s")
@@ -132,14 +151,33 @@ def _bench_topics(settings: StreamSettings, prefix: str) -> KafkaConnection:
     return kafka
 
 
+def interleaved(events: Iterable[InteractionEvent], window: int, seed: int) -> Iterator[
+    InteractionEvent
+]:
+    """Many users active at once, as live traffic is: the generator's sessions (one user's
+    burst after another) shuffled within windows of `window` events."""
+    rng = random.Random(seed)
+    source = iter(events)
+    while block := list(itertools.islice(source, window)):
+        rng.shuffle(block)
+        yield from block
+
+
 def _throughput(
-    settings: StreamSettings, events: int, batch: int, log: Path
+    settings: StreamSettings, events: int, batch: int, log: Path, mixed: bool = False
 ) -> tuple[_Drain, float]:
     kafka = _bench_topics(settings, f"bench.ingest.{uuid.uuid4().hex[:8]}.")
     try:
         producer = _producer(kafka)
         topic = kafka.topic(INTERACTIONS)
-        for event in SampleGenerator(SampleConfig(seed=21)).events(events):
+        generated: Iterable[InteractionEvent] = SampleGenerator(SampleConfig(seed=21)).events(
+            events
+        )
+        if mixed:
+            generated = interleaved(
+                SampleGenerator(SampleConfig(users=50_000, seed=24)).events(events), 20_000, 24
+            )
+        for event in generated:
             producer.send(topic, event.user_id, event)
         producer.flush(120)
         worker = _worker(kafka, _key_prefix(), batch, log)
@@ -220,6 +258,7 @@ def run(
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         drain, raw_per_s = _throughput(settings, events, batch, log)
+        mixed, _ = _throughput(settings, events, batch, log, mixed=True)
         p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
         low_p50, low_p99, _ = _freshness(settings, low_rate, seconds, batch, log)
     finally:
@@ -233,6 +272,13 @@ def run(
             "offered_rate": low_rate,
             "p50": round(low_p50, 1),
             "p99": round(low_p99, 1),
+        },
+        "redis_us_per_event": round(drain.redis_us_per_event, 2),
+        "interleaved": {
+            "events_per_s": round(mixed.events_per_s),
+            "redis_us_per_event": round(mixed.redis_us_per_event, 2),
+            "worker_cpu_us_per_event": round(mixed.worker_cpu_us_per_event, 1),
+            "redis_cpu_us_per_event": round(mixed.redis_cpu_us_per_event, 1),
         },
         "cpu_us_per_event": {
             "worker": round(drain.worker_cpu_us_per_event, 1),
@@ -254,6 +300,9 @@ def run(
             ("events/s (1 worker, backlog)", f"{drain.events_per_s:,.0f}"),
             ("worker CPU us/event", f"{drain.worker_cpu_us_per_event:.0f}"),
             ("redis CPU us/event (shared server)", f"{drain.redis_cpu_us_per_event:.0f}"),
+            ("redis script us/event (commandstats)", f"{drain.redis_us_per_event:.1f}"),
+            ("interleaved events/s", f"{mixed.events_per_s:,.0f}"),
+            ("interleaved redis script us/event", f"{mixed.redis_us_per_event:.1f}"),
             ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
             (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
             (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),

@@ -63,7 +63,6 @@ def _draw(seed: int, catalog: int) -> InteractionDraw:
 
 
 def _producer(kafka: KafkaConnection) -> EventProducer:
-    # Uncompressed: the feature worker's aiokafka needs the lz4 package to read lz4 batches.
     return EventProducer(kafka, **{"compression.type": "none"})
 
 
@@ -348,6 +347,7 @@ def _run_rates(
     return {
         "by_rate": by_rate,
         "ingest_achieved_per_s": round(ingested, 1),
+        "ingest_events_per_s": round(ingested, 1),
         "scorer_internal_latency_ms": {
             "p50": round(histogram_quantile(samples, LATENCY_METRIC, 0.5) * 1000, 2),
             "p99": round(histogram_quantile(samples, LATENCY_METRIC, 0.99) * 1000, 2),
