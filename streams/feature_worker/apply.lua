@@ -24,9 +24,9 @@
 -- OOM cannot abort it half-way; an entity's update is applied entirely or not at all.
 --
 -- Cost: the events are folded in Lua first (one HMGET, then in-memory), and the entity is
--- written back once: HINCRBY per distinct counter and bucket, one HSET, one LPUSH + LTRIM per
--- sequence. A hot entity (a category, a popular item, a session's burst) costs a few commands
--- per batch instead of a few per event.
+-- written back once: HINCRBY per distinct bucket, one HSET (counters included), one
+-- LPUSH + LTRIM per sequence. A hot entity (a category, a popular item, a session's burst)
+-- costs a few commands per batch instead of a few per event.
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
@@ -67,19 +67,29 @@ for line in string.gmatch(ARGV[12], '[^\n]+') do
   }
 end
 
--- Partitions present in this batch: their `_p` fields are loaded with every entity.
+-- Fields loaded with the entity besides its own: the `_p` of every partition in the call and
+-- the counters its events add to.
 local PARTS = {}
 do
   local seen = {}
+  local function need(f)
+    if not seen[f] then seen[f] = true; PARTS[#PARTS + 1] = f end
+  end
   for _, e in ipairs(events) do
-    if not seen[e.p] then seen[e.p] = true; PARTS[#PARTS + 1] = '_p' .. e.p end
+    need('_p' .. e.p)
+    if KIND == 's' then
+      need('n')
+    else
+      need('n_' .. e.type)
+      if KIND == 'u' and e.category ~= '' then need('aff:' .. e.category) end
+    end
   end
 end
 
 local cache, order = {}, {}
 
 -- The entity's state, loaded with one HMGET on first touch: v = values (false when missing),
--- set = fields to HSET, incr = counters to HINCRBY, b/top = bucket counts and newest bucket,
+-- set = fields to HSET (counters included), b/top = bucket counts and newest bucket,
 -- ttl = seconds every key of the entity lives after a write (nil: no expiry).
 local function entity(key, fields, ttl)
   local c = cache[key]
@@ -88,7 +98,7 @@ local function entity(key, fields, ttl)
   for _, f in ipairs(PARTS) do names[#names + 1] = f end
   for _, f in ipairs(fields) do names[#names + 1] = f end
   local got = redis.call('HMGET', key, unpack(names))
-  c = {key = key, v = {}, set = {}, incr = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
+  c = {key = key, v = {}, set = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
   for i, f in ipairs(names) do c.v[f] = got[i] end
   cache[key] = c
   order[#order + 1] = key
@@ -96,7 +106,9 @@ local function entity(key, fields, ttl)
 end
 
 local function put(c, f, value) c.v[f] = value; c.set[f] = value end
-local function add(c, f, n) c.incr[f] = (c.incr[f] or 0) + n end
+-- Counters are written with the entity's HSET (the script is atomic, so read + add is an
+-- increment): their fields are loaded with the HMGET (PARTS above).
+local function add(c, f, n) put(c, f, int((tonumber(c.v[f]) or 0) + n)) end
 
 local applied, skipped = 0, 0
 
@@ -211,8 +223,8 @@ local function apply_popularity(e)
 end
 
 -- Deletes what fell out of (newest - kept, newest] since the stored newest bucket `old`: a jump
--- past the whole range is one DEL; otherwise the cheaper of scanning the existing buckets and
--- walking the advanced range.
+-- past the whole range is one DEL; otherwise one HDEL of the buckets the window left behind
+-- (fewer than `kept` names; every stored bucket is newer than old - kept).
 local function prune_buckets(fkey, old, newest, kept)
   local floor = newest - kept
   if floor >= old then
@@ -221,14 +233,8 @@ local function prune_buckets(fkey, old, newest, kept)
   end
   if floor <= old - kept then return end
   local stale = {}
-  if redis.call('HLEN', fkey) < newest - old then
-    for _, f in ipairs(redis.call('HKEYS', fkey)) do
-      if tonumber(f) <= floor then stale[#stale + 1] = f end
-    end
-  else
-    for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
-  end
-  if #stale > 0 then redis.call('HDEL', fkey, unpack(stale)) end
+  for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
+  redis.call('HDEL', fkey, unpack(stale))
 end
 
 -- Buckets are pruned and counted against the batch's final newest bucket: an event older than
@@ -275,7 +281,6 @@ local function write(c)
     write_buckets(c, 'm')
     write_buckets(c, 'h')
   end
-  for f, n in pairs(c.incr) do redis.call('HINCRBY', c.key, f, n) end
   local fields = {}
   for f, value in pairs(c.set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
   if #fields > 0 then
