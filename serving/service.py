@@ -125,14 +125,7 @@ class ScorerService:
             history_length=settings.history_length,
             popularity_size=settings.popularity_candidates,
             refresh_s=settings.config_refresh_s,
-            reads=ReadPipeline(
-                settings.redis.host,
-                settings.redis.port,
-                settings.redis.username,
-                settings.redis.resolved_password(),
-                settings.redis.socket_timeout_s,
-                spin_s=settings.redis_read_spin_us / 1e6,
-            ),
+            reads=self._read_pipeline(settings),
         )
         self.registry = ModelRegistry(loader or self._load, settings.canary.share)
         self.judge = CanaryJudge(settings.canary)
@@ -153,6 +146,22 @@ class ScorerService:
         self._threads: list[threading.Thread] = []
 
     # -- wiring -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_pipeline(settings: ServeSettings) -> ReadPipeline | None:
+        """The lean per-batch round trip talks to one Redis; on a cluster the reader uses
+        redis-py's cluster pipeline (one round trip per node holding the batch's keys)."""
+        redis = settings.redis
+        if redis.cluster:
+            return None
+        return ReadPipeline(
+            redis.host,
+            redis.port,
+            redis.username,
+            redis.resolved_password(),
+            redis.socket_timeout_s,
+            spin_s=settings.redis_read_spin_us / 1e6,
+        )
 
     def _requests_loop(self) -> RequestLoop:
         kafka = self.settings.kafka

@@ -1,0 +1,98 @@
+"""The scorer's feature reads on a 3-master Redis Cluster, with the scorer's ACL user.
+
+Features come from the real feature script: applied on the single Redis (the script does not
+run on a cluster yet), then every key copied to the cluster with DUMP/RESTORE, one key per
+command, so the cluster holds byte for byte what the writer wrote.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from schemas.recommendations import RecommendationRequest
+from serving.features import RedisFeatureReader
+from streams.feature_worker.batch import PositionedEvent
+from streams.features.keys import FeatureKeys
+from streams.redis.connection import RedisConnection, SyncClient
+from tests.integration.cluster_nodes import master_of
+from tests.integration.serving.test_read_pipeline import requests, seed
+from tests.integration.streams.feature_worker.feature_events import (
+    apply_in_batches,
+    positioned_events,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+def copy_keys(source: redis.Redis, target: SyncClient, prefix: str) -> int:
+    copied = 0
+    for key in source.scan_iter(match=f"{prefix}*", count=1000):
+        ttl_ms, data = source.pttl(key), source.dump(key)
+        assert data is not None  # listed by SCAN, and the test's keys do not expire that soon
+        target.restore(key, max(ttl_ms, 0), data, replace=True)
+        copied += 1
+    return copied
+
+
+def as_scorer(connection: RedisConnection) -> SyncClient:
+    return connection.model_copy(update={"username": "scorer"}).client()
+
+
+def requests_of(events: list[PositionedEvent]) -> list[RecommendationRequest]:
+    pairs = dict.fromkeys((p.event.user_id, p.event.session_id) for p in events)
+    return [
+        RecommendationRequest(
+            request_id=f"r{n}", user_id=user, session_id=session, k=10, sent_at=1.7e9
+        )
+        for n, (user, session) in enumerate(pairs)
+    ]
+
+
+def test_the_scorer_reads_on_the_cluster_what_it_reads_on_one_redis(
+    redis_connection: RedisConnection,
+    redis_admin: redis.Redis,
+    cluster_connection: RedisConnection,
+) -> None:
+    events = positioned_events(3000, seed=4)
+    apply_in_batches(redis_connection, events)
+    prefix = redis_connection.key_prefix
+    cluster = cluster_connection.model_copy(update={"key_prefix": prefix})
+    cluster_admin = cluster.model_copy(update={"username": "admin"}).client()
+    try:
+        assert copy_keys(redis_admin, cluster_admin, prefix) > 1000
+        batch = requests_of(events)
+        single = RedisFeatureReader(as_scorer(redis_connection), prefix)
+        clustered = RedisFeatureReader(as_scorer(cluster), prefix)
+        expected = single.read(batch)
+        actual = clustered.read(batch)
+        assert actual == expected
+        assert all(c.user_events and c.counters for c in actual.contexts)
+        assert all(c.session_events for c in actual.contexts if c.session_id)
+        assert actual.popular and actual.popular == expected.popular
+        items = sorted({p.event.item_id for p in events})
+        assert clustered.categories(items) == single.categories(items)
+        assert len(clustered.categories(items)) > 100
+        # The batch really spans the cluster: its users' keys live on every master.
+        keys = FeatureKeys(prefix)
+        assert isinstance(cluster_admin, redis.RedisCluster)
+        nodes = {master_of(cluster_admin, keys.user(r.user_id)) for r in batch}
+        assert len(nodes) == 3
+    finally:
+        for key in cluster_admin.scan_iter(match=f"{prefix}*", count=1000):
+            cluster_admin.delete(key)
+
+
+def test_seeded_features_read_back_exactly_from_the_cluster(
+    cluster_connection: RedisConnection,
+) -> None:
+    prefix = cluster_connection.key_prefix
+    seed(cluster_connection.model_copy(update={"username": "admin"}).client(), prefix)
+    features = RedisFeatureReader(as_scorer(cluster_connection), prefix).read(requests())
+    assert [e.item_id for e in features.contexts[0].user_events] == ["i1", "i2", "i3"]
+    assert [e.item_id for e in features.contexts[0].session_events] == ["i2", "i3"]
+    assert features.contexts[0].counters["n_view"] == 3.0
+    assert features.contexts[1].user_events == ()
+    assert features.popular == [("i3", 5.0), ("i2", 4.0), ("i1", 2.0)]
+    assert features.config.unavailable == frozenset({"i9"})
+
