@@ -10,12 +10,16 @@ from __future__ import annotations
 import pytest
 import redis
 
+from deploy.local.redis_cluster import LocalRedisCluster
 from schemas.recommendations import RecommendationRequest
+from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
+from serving.service import ScorerService
+from serving.settings import ServeSettings
 from streams.feature_worker.batch import PositionedEvent
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection, SyncClient
-from tests.integration.cluster_nodes import master_of
+from tests.integration.cluster_nodes import master_of, slot_of
 from tests.integration.serving.test_read_pipeline import requests, seed
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
@@ -37,6 +41,22 @@ def copy_keys(source: redis.Redis, target: SyncClient, prefix: str) -> int:
 
 def as_scorer(connection: RedisConnection) -> SyncClient:
     return connection.model_copy(update={"username": "scorer"}).client()
+
+
+def lean_reads(
+    connection: RedisConnection, client: redis.RedisCluster | None = None
+) -> ClusterReadPipeline:
+    scorer = connection.model_copy(update={"username": "scorer"})
+    client = client or scorer_cluster_client(connection)
+    return ClusterReadPipeline(
+        client, "scorer", scorer.resolved_password(), timeout_s=5.0, spin_s=150e-6
+    )
+
+
+def scorer_cluster_client(connection: RedisConnection) -> redis.RedisCluster:
+    client = as_scorer(connection)
+    assert isinstance(client, redis.RedisCluster)
+    return client
 
 
 def requests_of(events: list[PositionedEvent]) -> list[RecommendationRequest]:
@@ -64,9 +84,11 @@ def test_the_scorer_reads_on_the_cluster_what_it_reads_on_one_redis(
         batch = requests_of(events)
         single = RedisFeatureReader(as_scorer(redis_connection), prefix)
         clustered = RedisFeatureReader(as_scorer(cluster), prefix)
+        lean = RedisFeatureReader(as_scorer(cluster), prefix, reads=lean_reads(cluster))
         expected = single.read(batch)
         actual = clustered.read(batch)
         assert actual == expected
+        assert lean.read(batch) == expected
         assert all(c.user_events and c.counters for c in actual.contexts)
         assert all(c.session_events for c in actual.contexts if c.session_id)
         assert actual.popular and actual.popular == expected.popular
@@ -88,7 +110,11 @@ def test_seeded_features_read_back_exactly_from_the_cluster(
 ) -> None:
     prefix = cluster_connection.key_prefix
     seed(cluster_connection.model_copy(update={"username": "admin"}).client(), prefix)
+    reads = lean_reads(cluster_connection)
     features = RedisFeatureReader(as_scorer(cluster_connection), prefix).read(requests())
+    assert RedisFeatureReader(as_scorer(cluster_connection), prefix, reads=reads).read(
+        requests()
+    ) == features
     assert [e.item_id for e in features.contexts[0].user_events] == ["i1", "i2", "i3"]
     assert [e.item_id for e in features.contexts[0].session_events] == ["i2", "i3"]
     assert features.contexts[0].counters["n_view"] == 3.0
@@ -96,3 +122,53 @@ def test_seeded_features_read_back_exactly_from_the_cluster(
     assert features.popular == [("i3", 5.0), ("i2", 4.0), ("i1", 2.0)]
     assert features.config.unavailable == frozenset({"i9"})
 
+
+
+def test_a_moved_slot_is_read_through_redis_py_and_the_next_batch_is_lean_again(
+    redis_cluster: LocalRedisCluster, cluster_connection: RedisConnection
+) -> None:
+    prefix = cluster_connection.key_prefix
+    admin = cluster_connection.model_copy(update={"username": "admin"}).client()
+    keys = [f"{prefix}i:{{item{n}}}" for n in range(30)]
+    for n, key in enumerate(keys):
+        admin.hset(key, "cat", f"c{n}")
+    client = scorer_cluster_client(cluster_connection)
+    reads = lean_reads(cluster_connection, client)
+    commands = [("HGET", key, "cat") for key in keys]
+    expected = [f"c{n}".encode() for n in range(len(keys))]
+    assert reads.execute(commands) == expected
+    # The client's slot map now sends one key to a master that does not serve it: that master
+    # answers MOVED, as it would after a resharding.
+    slot, owner = slot_of(client, keys[0]), master_of(client, keys[0])
+    other = next(p for p in redis_cluster.ports if not owner.endswith(f":{p}"))
+    wrong = client.nodes_manager.get_node(host=redis_cluster.s.host, port=other)
+    assert wrong is not None
+    client.nodes_manager.slots_cache[slot] = [wrong]
+    assert reads.execute(commands) == expected
+    assert master_of(client, keys[0]) == owner  # redis-py followed MOVED and learned
+    assert reads.execute(commands) == expected
+
+
+def test_a_dropped_node_connection_raises_once_then_reconnects(
+    redis_cluster: LocalRedisCluster, cluster_connection: RedisConnection
+) -> None:
+    prefix = cluster_connection.key_prefix
+    admin = cluster_connection.model_copy(update={"username": "admin"}).client()
+    keys = [f"{prefix}i:{{item{n}}}" for n in range(30)]
+    for key in keys:
+        admin.hset(key, "cat", "c")
+    reads = lean_reads(cluster_connection)
+    commands = [("HGET", key, "cat") for key in keys]
+    assert reads.execute(commands) == [b"c"] * len(keys)
+    redis_cluster._node_client(redis_cluster.ports[1]).client_kill_filter(user="scorer")
+    with pytest.raises(redis.ConnectionError):
+        reads.execute(commands)
+    assert reads.execute(commands) == [b"c"] * len(keys)
+
+
+def test_the_scorer_service_reads_a_cluster_through_the_lean_cluster_pipeline(
+    cluster_connection: RedisConnection,
+) -> None:
+    settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
+    reads = ScorerService._read_pipeline(settings, settings.redis.client())
+    assert isinstance(reads, ClusterReadPipeline)

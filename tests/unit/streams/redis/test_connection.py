@@ -7,6 +7,7 @@ import redis
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
+from serving.read_pipeline import ReadPipeline
 from serving.service import ScorerService
 from serving.settings import ServeSettings
 from streams.redis.connection import RedisConnection
@@ -48,8 +49,7 @@ def test_the_sync_cluster_client_asks_its_startup_node_for_the_slots() -> None:
         RedisConnection(port=1, cluster=True, socket_timeout_s=0.5).client()
 
 
-def test_the_scorer_uses_the_lean_read_pipeline_only_on_one_redis() -> None:
-    single = ServeSettings(redis=RedisConnection(username="scorer"))
-    cluster = ServeSettings(redis=RedisConnection(username="scorer", cluster=True))
-    assert ScorerService._read_pipeline(single) is not None
-    assert ScorerService._read_pipeline(cluster) is None
+def test_on_one_redis_the_scorer_reads_through_the_lean_pipeline() -> None:
+    settings = ServeSettings(redis=RedisConnection(username="scorer"))
+    reads = ScorerService._read_pipeline(settings, settings.redis.client())
+    assert isinstance(reads, ReadPipeline)
