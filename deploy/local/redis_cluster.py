@@ -125,33 +125,54 @@ class LocalRedisCluster:
                     )
                 time.sleep(0.2)
 
-    def _create(self) -> None:
-        """Joins fresh nodes into one cluster, slots split evenly, no replicas."""
-        nodes = [f"{self.s.host}:{port}" for port in self.ports]
+    def _redis_cli(self, *args: str) -> None:
         password = (self.s.secrets_dir / "redis-admin").read_text().strip()
         # The password goes through the environment, never the command line (`ps` shows that).
         env = {**os.environ, "REDISCLI_AUTH": password}
-        logger.info("creating redis cluster nodes=%s", ",".join(nodes))
         result = subprocess.run(
-            ["redis-cli", "--user", "admin", "--cluster", "create", *nodes,
-             "--cluster-replicas", "0", "--cluster-yes"],
-            env=env, capture_output=True, text=True, timeout=60, check=False,
+            ["redis-cli", "--user", "admin", "--cluster", *args],
+            env=env, capture_output=True, text=True, timeout=600, check=False,
         )
         if result.returncode != 0:
             raise RuntimeError(
-                f"redis-cli --cluster create failed (exit {result.returncode}): "
+                f"redis-cli --cluster {args[0]} failed (exit {result.returncode}): "
                 f"{result.stdout[-800:]}{result.stderr[-800:]}"
             )
 
+    def _create(self) -> None:
+        """Joins fresh nodes into one cluster, slots split evenly, no replicas."""
+        nodes = [f"{self.s.host}:{port}" for port in self.ports]
+        logger.info("creating redis cluster nodes=%s", ",".join(nodes))
+        self._redis_cli("create", *nodes, "--cluster-replicas", "0", "--cluster-yes")
+
+    def _grow(self, fresh: list[int], member: int) -> None:
+        """Adds fresh nodes (the setting grew) as masters and moves slots onto them, keys
+        included (MIGRATE, one slot at a time; clients follow the MOVED/ASK replies)."""
+        first = f"{self.s.host}:{member}"
+        for port in fresh:
+            logger.info("adding redis cluster node port=%d", port)
+            self._redis_cli("add-node", f"{self.s.host}:{port}", first)
+        self._wait_state(time.monotonic() + 60)
+        self._redis_cli("rebalance", first, "--cluster-use-empty-masters")
+
     def wait_healthy(self, timeout_s: float) -> None:
-        """Every node answers and reports `cluster_state:ok`; forms the cluster first when no
-        slot is assigned yet (fresh nodes)."""
+        """Every node answers and reports `cluster_state:ok`. Fresh nodes are joined first: all
+        of them into a new cluster when no slot is assigned yet, else (the setting grew) into
+        the existing one, which then rebalances its slots over every master."""
         if not self.ports:
             return
         deadline = time.monotonic() + timeout_s
         self._wait_nodes(deadline)
-        if self._cluster_info(self.ports[0]).get("cluster_slots_assigned") == "0":
+        infos = {port: self._cluster_info(port) for port in self.ports}
+        if all(info.get("cluster_slots_assigned") == "0" for info in infos.values()):
             self._create()
+        else:
+            fresh = [p for p, info in infos.items() if info.get("cluster_known_nodes") == "1"]
+            if fresh:
+                self._grow(fresh, next(p for p in self.ports if p not in fresh))
+        self._wait_state(deadline)
+
+    def _wait_state(self, deadline: float) -> None:
         states: list[str] = []
         while time.monotonic() < deadline:
             states = [self._cluster_info(port).get("cluster_state", "") for port in self.ports]
@@ -159,7 +180,7 @@ class LocalRedisCluster:
                 return
             time.sleep(0.2)
         raise TimeoutError(
-            f"redis cluster not ok after {timeout_s}s (states {states}); see "
+            f"redis cluster not ok in time (states {states}); see "
             f"{self.s.redis_cluster_dir}/<port>/redis.log"
         )
 
