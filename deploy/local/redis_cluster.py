@@ -4,7 +4,8 @@ Each node is Debian's redis-server with the single Redis's configuration (same A
 passwords, AOF everysec, noeviction; deploy/local/redis.py) plus `cluster-enabled yes`, in its own
 folder `<home>/redis-cluster/<port>/`. The first `up` joins fresh nodes with `redis-cli --cluster
 create` (the 16384 slots split evenly); later ones restart the nodes from their `nodes.conf` and
-AOF, and they find each other again. `down` stops only the nodes streamrec started.
+AOF, and they find each other again; more nodes than before join the cluster as masters and the
+slots are rebalanced. `down` stops only the nodes streamrec started.
 """
 
 from __future__ import annotations
@@ -185,10 +186,12 @@ class LocalRedisCluster:
         )
 
     def stop(self) -> bool:
+        """Stops every node streamrec started under its folder, listed in the settings or not
+        (a `down` without STREAMREC_LOCAL__REDIS_CLUSTER, or after lowering it, stops them too)."""
         stopped = False
-        for port in self.ports:
-            pid = owned_pid(self._pid_file(port), BINARY)
+        for pid_file in sorted(self.s.redis_cluster_dir.glob("*/redis.pid")):
+            pid = owned_pid(pid_file, BINARY)
             if pid is not None:
-                stop_pid(pid, self._pid_file(port))
+                stop_pid(pid, pid_file)
                 stopped = True
         return stopped

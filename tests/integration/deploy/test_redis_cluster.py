@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 
+from deploy.local.process import port_open
 from deploy.local.redis_cluster import LocalRedisCluster
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
@@ -78,3 +81,34 @@ def test_an_entity_keeps_one_slot_and_entities_spread_over_every_master(
     assert slot_of(client, keys.session("s1")) == slot_of(client, keys.session_sequence("s1"))
     masters = {master_of(client, keys.user(f"u{n}")) for n in range(100)}
     assert len(masters) == 3
+
+
+def test_raising_the_setting_adds_masters_and_moves_keys_onto_them(tmp_path: Path) -> None:
+    # Its own folder and ports (past any cluster a session or a developer runs): 3, then 4.
+    three = LocalStackSettings(
+        home=tmp_path, redis_cluster=3,
+        redis_cluster_port=LocalStackSettings().redis_cluster_port + 20,
+    )
+    four = LocalStackSettings(home=tmp_path, redis_cluster=4,
+                              redis_cluster_port=three.redis_cluster_port)
+    assert not any(port_open(three.host, port) for port in four.redis_cluster_ports)
+    grown = LocalRedisCluster(four)
+    try:
+        small = LocalRedisCluster(three)
+        small.start()
+        small.wait_healthy(60)
+        keys = FeatureKeys("sr:")
+        admin = small.connection("admin").client()
+        for n in range(400):
+            admin.hset(keys.user(f"u{n}"), "n", n)
+        assert grown.start()
+        grown.wait_healthy(120)
+        client = grown.connection("admin").client()
+        assert isinstance(client, redis.RedisCluster)
+        assert master_ports(client) == list(four.redis_cluster_ports)
+        assert [client.hget(keys.user(f"u{n}"), "n") for n in range(400)] == [
+            str(n).encode() for n in range(400)
+        ]
+        assert grown._node_client(four.redis_cluster_ports[3]).dbsize() > 50
+    finally:
+        grown.stop()
