@@ -7,6 +7,8 @@ command, so the cluster holds byte for byte what the writer wrote.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -18,8 +20,22 @@ from serving.service import ScorerService
 from serving.settings import ServeSettings
 from streams.feature_worker.batch import PositionedEvent
 from streams.features.keys import FeatureKeys
+from streams.kafka.connection import KafkaConnection
 from streams.redis.connection import RedisConnection, SyncClient
 from tests.integration.cluster_nodes import master_of, slot_of
+from tests.integration.serving.helpers import (
+    FeatureFeed,
+    ask,
+    events,
+    model_update,
+    publish,
+    request,
+    running,
+    save_model,
+    serving_version,
+    settings,
+    wait_for,
+)
 from tests.integration.serving.test_read_pipeline import requests, seed
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
@@ -172,3 +188,42 @@ def test_the_scorer_service_reads_a_cluster_through_the_lean_cluster_pipeline(
     settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
     reads = ScorerService._read_pipeline(settings, settings.redis.client())
     assert isinstance(reads, ClusterReadPipeline)
+
+
+@pytest.mark.e2e
+def test_the_scorer_answers_from_features_on_the_cluster(
+    kafka: KafkaConnection,
+    redis_connection: RedisConnection,
+    redis_admin: redis.Redis,
+    cluster_connection: RedisConnection,
+    tmp_path: Path,
+) -> None:
+    feed = FeatureFeed(kafka, redis_connection)
+    crowd = [
+        e for n in range(10) for e in events(f"crowd{n}", [f"i{100 + m}" for m in range(n + 3)])
+    ]
+    feed.ingest([*crowd, *events("u1", ["i1", "i2", "i3", "i4", "i5"])])
+    prefix = redis_connection.key_prefix
+    cluster = cluster_connection.model_copy(update={"key_prefix": prefix})
+    cluster_admin = cluster.model_copy(update={"username": "admin"}).client()
+    try:
+        copy_keys(redis_admin, cluster_admin, prefix)
+        for key in redis_admin.scan_iter(match=f"{prefix}*", count=1000):
+            redis_admin.delete(key)  # nothing left to read on the single Redis
+        publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
+        scorer = cluster.model_copy(update={"username": "scorer"})
+        service = ScorerService(settings(kafka, scorer, tmp_path))
+        assert isinstance(service.reader._reads, ClusterReadPipeline)
+        with running(service):
+            assert wait_for(lambda: serving_version(service) == "1.0")
+            known = ask(kafka, request("u1", k=20))
+            unknown = ask(kafka, request("nobody", k=3, session_id=None))
+        assert known.status == "ok" and known.strategy == "model"
+        assert len(known.items) == 20
+        assert not {i.item_id for i in known.items} & {"i1", "i2", "i3", "i4", "i5"}
+        assert known.feature_freshness_ms is not None
+        assert unknown.strategy == "popularity"
+        assert [i.item_id for i in unknown.items] == ["i100", "i101", "i102"]
+    finally:
+        for key in cluster_admin.scan_iter(match=f"{prefix}*", count=1000):
+            cluster_admin.delete(key)
