@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
@@ -44,7 +43,7 @@ from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile
 from streams.pacing import Pacer
-from streams.redis.connection import RedisConnection
+from streams.redis.connection import RedisConnection, SyncClient
 
 _FRESHNESS = "streamrec_stream_freshness_seconds"
 
@@ -76,7 +75,7 @@ class _Drain:
     what the worker takes from every other client of Redis, without the network I/O."""
 
 
-def _script_usec(admin: redis.Redis) -> float:
+def _script_usec(admin: SyncClient) -> float:
     stats = admin.info("commandstats")
     return sum(
         float(stats.get(name, {}).get("usec", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval")
@@ -89,12 +88,12 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _redis_cpu_seconds(admin: redis.Redis) -> float:
+def _redis_cpu_seconds(admin: SyncClient) -> float:
     info = admin.info("cpu")
     return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
 
 
-def _drain(worker: WorkerProcess, admin: redis.Redis, total: int, timeout_s: float) -> _Drain:
+def _drain(worker: WorkerProcess, admin: SyncClient, total: int, timeout_s: float) -> _Drain:
     """Rate and CPU per event from the first applied sample to the last event (50 ms polls)."""
     deadline = time.monotonic() + timeout_s
     first: tuple[float, float, float, float, float] | None = None
@@ -235,7 +234,7 @@ def _delete_topics(kafka: KafkaConnection) -> None:
         future.result()
 
 
-def _admin(settings: StreamSettings) -> redis.Redis:
+def _admin(settings: StreamSettings) -> SyncClient:
     return RedisConnection(
         host=settings.redis.host,
         port=settings.redis.port,

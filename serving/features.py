@@ -8,6 +8,11 @@ rules, come from a process cache filled in one extra round trip for items it has
 Keys follow streams/features/keys.py (written by the feature worker); the serving configuration
 lives under `<prefix>cfg:{serving}:...` and is written by operators, never by the scorer (its
 ACL user is read-only).
+
+Redis Cluster: every command reads one key (its first argument) and the round trip is a
+non-transactional pipeline, so on a cluster it splits per master with no cross-slot command (the
+keys of a request's user, of its session and of the serving configuration may each live on
+another master; serving/cluster_read_pipeline.py).
 """
 
 from __future__ import annotations
@@ -20,13 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-import redis
-
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
-from serving.read_pipeline import ReadPipeline
 from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys
+from streams.redis.connection import SyncClient
 from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
@@ -80,6 +83,13 @@ class BatchFeatures:
     config: ServingConfig
     popular: list[tuple[str, float]]
     """Most popular items recently, best first (cold-start answers)."""
+
+
+class RoundTrip(Protocol):
+    """A lean pipelined read (serving/read_pipeline.py, cluster_read_pipeline.py): replies in
+    the commands' order, RESP2 shapes, redis-py's exception for the first error reply."""
+
+    def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
 class FeatureReader(Protocol):
@@ -138,17 +148,18 @@ class RedisFeatureReader:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: SyncClient,
         key_prefix: str,
         history_length: int = 50,
         popularity_size: int = 500,
         refresh_s: float = 1.0,
         clock: Any = time.time,
-        reads: ReadPipeline | None = None,
+        reads: RoundTrip | None = None,
     ) -> None:
         self._client = client
         self._reads = reads
-        """The per-batch round trip's fast path (the serving thread's own); else redis-py."""
+        """The per-batch round trip's fast path (the serving thread's own); else redis-py's
+        pipeline (which on a Redis Cluster, too, sends each node its keys' commands)."""
         self.keys = FeatureKeys(key_prefix)
         self.serving_keys = ServingKeys(key_prefix)
         self._history = history_length
@@ -178,7 +189,7 @@ class RedisFeatureReader:
             return self._reads.execute(commands)
         pipe = self._client.pipeline(transaction=False)
         for args in commands:
-            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+            pipe.execute_command(*args)
         return pipe.execute()
 
     def _context_commands(self, request: RecommendationRequest) -> list[tuple[Arg, ...]]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
+import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
@@ -22,6 +23,7 @@ from redis.exceptions import (
 
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, entity_calls, script_header
 from streams.features.keys import FeatureKeys
+from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
 from streams.redis.resp import Arg
 from streams.redis.script_connection import ScriptConnection
@@ -97,9 +99,14 @@ class FeatureWriter:
         self._call_events = call_events
 
     @staticmethod
-    def connect(connection: RedisConnection) -> ScriptConnection:
+    def connect(connection: RedisConnection) -> ScriptPipeline:
         """A lean asyncio connection with the connection's user and timeout (never blocks the
-        loop; see streams/redis/script_connection.py)."""
+        loop; see streams/redis/script_connection.py), or on a cluster redis-py's cluster
+        pipeline, which routes each call to its slot's master."""
+        if connection.cluster:
+            client = connection.async_client()
+            assert isinstance(client, aioredis.RedisCluster)
+            return ClusterScripts(client)
         return ScriptConnection(connection)
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:

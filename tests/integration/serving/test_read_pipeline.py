@@ -9,7 +9,7 @@ from schemas.recommendations import RecommendationRequest
 from serving.features import RedisFeatureReader
 from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys, popularity_shard
-from streams.redis.connection import RedisConnection
+from streams.redis.connection import RedisConnection, SyncClient
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def pipeline(
     )
 
 
-def seed(admin: redis.Redis, prefix: str) -> None:
+def seed(admin: SyncClient, prefix: str) -> None:
     keys = FeatureKeys(prefix)
     admin.hset(keys.user("u1"), mapping={"last_ts": "100.5", "n_view": "3", "n_click": "1"})
     admin.lpush(keys.user_sequence("u1"), "i1 90.000 view", "i2 95.000 click", "i3 100.500 view")
