@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.redis_cluster import LocalRedisCluster
@@ -32,8 +33,31 @@ from tests.integration.streams.feature_worker.stream_harness import (
     wait_until_applied,
     worker_env,
 )
+from tests.integration.streams.feature_worker.test_feature_writer_properties import (
+    STREAMS,
+    Draw,
+    check_against_oracle,
+)
 
 pytestmark = pytest.mark.cluster
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(**STREAMS)
+def test_any_stream_on_a_cluster_leaves_the_oracle_state(
+    redis_cluster: LocalRedisCluster,
+    cluster_connection: RedisConnection,
+    draws: list[Draw],
+    rewinds: list[tuple[int, int]],
+    cuts: list[int],
+    call_events: int,
+) -> None:
+    admin = redis_cluster.connection("admin").client()
+    check_against_oracle(cluster_connection, admin, draws, rewinds, cuts, call_events)
 
 
 def test_the_writer_on_a_cluster_leaves_exactly_the_oracle_state(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from schemas.events import EventContext, EventType, InteractionEvent
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.writer import FeatureWriter
-from streams.redis.connection import RedisConnection
+from streams.redis.connection import RedisConnection, SyncClient
 from tests.integration.streams.feature_worker.feature_events import oracle_state
 from tests.integration.streams.feature_worker.feature_state import differences, read_state
 
@@ -31,7 +31,7 @@ _BASE = _NOW - 9 * 86_400
 
 
 @dataclass(frozen=True)
-class _Draw:
+class Draw:
     user: int
     session: int
     item: int
@@ -40,8 +40,8 @@ class _Draw:
     ms: int
 
 
-_draws = st.builds(
-    _Draw,
+EVENT_DRAWS = st.builds(
+    Draw,
     user=st.integers(0, 5),
     session=st.integers(0, 2),
     item=st.integers(0, 7),
@@ -52,7 +52,7 @@ _draws = st.builds(
 )
 
 
-def _positioned(draws: list[_Draw]) -> list[PositionedEvent]:
+def _positioned(draws: list[Draw]) -> list[PositionedEvent]:
     offsets = [0] * PARTITIONS
     out = []
     for n, d in enumerate(draws):
@@ -100,33 +100,47 @@ async def _apply(
         await writer.close()
 
 
+STREAMS = {
+    "draws": st.lists(EVENT_DRAWS, min_size=1, max_size=80),
+    "rewinds": st.lists(st.tuples(st.integers(0, 120), st.integers(1, 12)), max_size=3),
+    "cuts": st.lists(st.integers(0, 400), max_size=8),
+    "call_events": st.integers(1, 6),
+}
+
+
+def check_against_oracle(
+    connection: RedisConnection,
+    admin: SyncClient,
+    draws: list[Draw],
+    rewinds: list[tuple[int, int]],
+    cuts: list[int],
+    call_events: int,
+) -> None:
+    """Applies the generated stream under a fresh prefix and compares with the oracle."""
+    prefix = f"{connection.key_prefix}{uuid.uuid4().hex[:6]}:"
+    connection = connection.model_copy(update={"key_prefix": prefix})
+    stream = _delivered(_positioned(draws), rewinds)
+    try:
+        asyncio.run(_apply(connection, stream, cuts, call_events))
+        expected = oracle_state(prefix, stream).snapshot()
+        assert differences(read_state(admin, prefix), expected) == []  # type: ignore[arg-type]
+    finally:
+        for key in list(admin.scan_iter(match=f"{prefix}*", count=1000)):
+            admin.delete(key)
+
+
 @settings(
     max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(
-    draws=st.lists(_draws, min_size=1, max_size=80),
-    rewinds=st.lists(st.tuples(st.integers(0, 120), st.integers(1, 12)), max_size=3),
-    cuts=st.lists(st.integers(0, 400), max_size=8),
-    call_events=st.integers(1, 6),
-)
+@given(**STREAMS)
 def test_any_stream_in_any_batches_leaves_the_oracle_state(
     redis_connection: RedisConnection,
     redis_admin: redis.Redis,
-    draws: list[_Draw],
+    draws: list[Draw],
     rewinds: list[tuple[int, int]],
     cuts: list[int],
     call_events: int,
 ) -> None:
-    prefix = f"{redis_connection.key_prefix}{uuid.uuid4().hex[:6]}:"
-    connection = redis_connection.model_copy(update={"key_prefix": prefix})
-    stream = _delivered(_positioned(draws), rewinds)
-    try:
-        asyncio.run(_apply(connection, stream, cuts, call_events))
-        expected = oracle_state(prefix, stream).snapshot()
-        assert differences(read_state(redis_admin, prefix), expected) == []
-    finally:
-        keys = list(redis_admin.scan_iter(match=f"{prefix}*", count=1000))
-        if keys:
-            redis_admin.delete(*keys)
+    check_against_oracle(redis_connection, redis_admin, draws, rewinds, cuts, call_events)
