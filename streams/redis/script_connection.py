@@ -1,10 +1,10 @@
 """The feature worker's Redis connection for script calls, without redis-py's per-call Python.
 
-The worker makes a script call per few events (see `STREAMREC_SCRIPT_CHUNK_EVENTS`). Through
-redis-py's asyncio client one EVALSHA cost ~230 us of the worker's CPU on a quiet machine of
-this kind (connection-pool lock, command packing, a timeout context, the reader task), against
-~60-75 us here: the command is packed into one RESP buffer, written on an asyncio transport, and
-the reply parsed by hiredis in `data_received`, which resolves the caller's future directly.
+The worker sends a batch's script calls (one per entity) as one pipeline. Through redis-py's
+asyncio client one EVALSHA cost ~230 us of the worker's CPU on a quiet machine of this kind
+(connection-pool lock, command packing, a timeout context, the reader task), against ~60-75 us
+here: commands are packed into one RESP buffer, written on an asyncio transport, and the replies
+parsed by hiredis in `data_received`, which resolves the callers' futures directly.
 
 Failures surface as the redis-py exceptions the pipeline already handles: a lost or refused
 connection is `redis.ConnectionError`, no reply within the socket timeout is
