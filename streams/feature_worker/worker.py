@@ -123,8 +123,11 @@ class FeatureWorker:
         if not self._stopping:
             logger.info("stopping feature worker signal=%d", signum)
         self._stopping = True
-        # A batch still waiting for Redis gets a grace period, then is abandoned uncommitted.
-        self._loop.call_soon_threadsafe(self._loop.call_later, _STOP_GRACE_S, _abandon, "stopped")
+        if not self._loop.is_closed():
+            # A batch still waiting for Redis gets a grace period, then is abandoned uncommitted.
+            self._loop.call_soon_threadsafe(
+                self._loop.call_later, _STOP_GRACE_S, _abandon, "stopped"
+            )
 
     def run(self) -> None:
         settings = self._settings
