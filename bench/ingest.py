@@ -32,6 +32,8 @@ from confluent_kafka.admin import AdminClient
 
 from bench.report import print_table, write_result
 from deploy.generators.sample import SampleConfig, SampleGenerator
+from deploy.local.redis_cluster import LocalRedisCluster
+from deploy.local.settings import LocalStackSettings
 from deploy.local.worker_process import APPLIED, WorkerProcess, settled
 from schemas.events import InteractionEvent
 from schemas.topics import CATALOG, INTERACTIONS
@@ -52,7 +54,9 @@ def _producer(kafka: KafkaConnection) -> EventProducer:
     return EventProducer(kafka, **{"compression.type": "none"})
 
 
-def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> WorkerProcess:
+def _worker(
+    kafka: KafkaConnection, key_prefix: str, batch: int, log: Path, **extra: str
+) -> WorkerProcess:
     env = {
         "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
         "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
@@ -60,6 +64,7 @@ def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> W
         "STREAMREC_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
         "STREAMREC_BATCH_MAX_EVENTS": str(batch),
         "STREAMREC_LOG_LEVEL": "WARNING",
+        **extra,
     }
     return WorkerProcess(env, log).start()
 
@@ -224,6 +229,69 @@ def _freshness(
     )
 
 
+def _cluster_throughput(
+    settings: StreamSettings, events: int, batch: int, workers: int, log: Path
+) -> dict[str, float]:
+    """Aggregate events/s of `workers` workers of one group draining a backlog into the local
+    Redis Cluster (`streamrec up` with STREAMREC_LOCAL__REDIS_CLUSTER=3), from the first applied
+    sample to the last event; Redis CPU summed over the masters."""
+    cluster = LocalRedisCluster(LocalStackSettings(redis_cluster=3))
+    cluster.wait_healthy(10)
+    connection = cluster.connection("streams")
+    admin = cluster.connection("admin").client()
+    kafka = _bench_topics(settings, f"bench.cluster.{uuid.uuid4().hex[:8]}.")
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    try:
+        producer = _producer(kafka)
+        topic = kafka.topic(INTERACTIONS)
+        for event in SampleGenerator(SampleConfig(seed=25)).events(events):
+            producer.send(topic, event.user_id, event)
+        producer.flush(120)
+        procs = [
+            _worker(
+                kafka, _key_prefix(), batch, log, STREAMREC_GROUP_ID=group,
+                STREAMREC_REDIS__CLUSTER="true", STREAMREC_REDIS__PORT=str(connection.port),
+                STREAMREC_REDIS__SECRETS_DIR=str(connection.secrets_dir.resolve()),
+            )
+            for _ in range(workers)
+        ]
+        try:
+            rate, redis_cpu = _drain_all(procs, cluster, events, timeout_s=600)
+        finally:
+            for worker in procs:
+                worker.stop()
+    finally:
+        _delete_topics(kafka)
+        for key in admin.scan_iter(match="sr:bench:*", count=1000):
+            admin.delete(key)
+    return {"workers": workers, "events_per_s": round(rate), "redis_cpu_us_per_event": redis_cpu}
+
+
+def _cluster_cpu_seconds(cluster: LocalRedisCluster) -> float:
+    admin = cluster.connection("admin")
+    nodes = [admin.model_copy(update={"port": port, "cluster": False}) for port in cluster.ports]
+    return sum(_redis_cpu_seconds(node.client()) for node in nodes)
+
+
+def _drain_all(
+    workers: list[WorkerProcess], cluster: LocalRedisCluster, total: int, timeout_s: float
+) -> tuple[float, float]:
+    deadline = time.monotonic() + timeout_s
+    first: tuple[float, float, float] | None = None
+    while time.monotonic() < deadline:
+        samples = [w.metrics() for w in workers]
+        now = time.perf_counter()
+        applied = sum(s.get(APPLIED, 0.0) for s in samples)
+        if first is None and applied > 0:
+            first = (now, applied, _cluster_cpu_seconds(cluster))
+        if sum(settled(s) for s in samples) >= total and first is not None:
+            n = max(applied - first[1], 1.0)
+            cpu = (_cluster_cpu_seconds(cluster) - first[2]) / n * 1e6
+            return n / max(now - first[0], 1e-9), round(cpu, 1)
+        time.sleep(0.05)
+    raise TimeoutError(f"workers did not drain {total} events within {timeout_s}s")
+
+
 def _key_prefix() -> str:
     return f"sr:bench:{uuid.uuid4().hex[:8]}:"
 
@@ -250,7 +318,8 @@ def _delete_keys(settings: StreamSettings) -> None:
 
 
 def run(
-    json_path: Path, events: int, rate: float, seconds: float, batch: int, low_rate: float = 1000.0
+    json_path: Path, events: int, rate: float, seconds: float, batch: int,
+    low_rate: float = 1000.0, cluster_workers: int = 0,
 ) -> None:
     settings = StreamSettings()
     log = Path(".streamrec/logs/bench-ingest-worker.log")
@@ -260,6 +329,10 @@ def run(
         mixed, _ = _throughput(settings, events, batch, log, mixed=True)
         p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
         low_p50, low_p99, _ = _freshness(settings, low_rate, seconds, batch, log)
+        on_cluster = (
+            _cluster_throughput(settings, events, batch, cluster_workers, log)
+            if cluster_workers else None
+        )
     finally:
         _delete_keys(settings)
     result = {
@@ -279,6 +352,7 @@ def run(
             "worker_cpu_us_per_event": round(mixed.worker_cpu_us_per_event, 1),
             "redis_cpu_us_per_event": round(mixed.redis_cpu_us_per_event, 1),
         },
+        **({"redis_cluster": on_cluster} if on_cluster else {}),
         "cpu_us_per_event": {
             "worker": round(drain.worker_cpu_us_per_event, 1),
             "redis_shared_server": round(drain.redis_cpu_us_per_event, 1),

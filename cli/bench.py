@@ -64,11 +64,19 @@ def bench_ingest(
     low_rate: float = typer.Option(
         1_000.0, min=1.0, help="Offered events/s, second freshness run."
     ),
+    redis_cluster: int = typer.Option(
+        0, "--redis-cluster", min=0, help="Also drain the backlog with this many workers into "
+        "the local 3-master Redis Cluster (running: STREAMREC_LOCAL__REDIS_CLUSTER=3 streamrec "
+        "up); 0 skips it.",
+    ),
 ) -> None:
     """Sustained events/s of one feature worker, event->feature freshness, raw consume rate."""
     from bench.ingest import run
 
-    run(json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate)
+    run(
+        json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate,
+        cluster_workers=redis_cluster,
+    )
 
 
 @app.command("train")
