@@ -10,26 +10,32 @@ Three figures from one run, on the same broker and topic:
 - CPU seconds per event of the worker process and of Redis while draining: unlike rates, these
   do not depend on what else the (shared, 2-core) machine is running.
 
-Records are produced uncompressed: aiokafka (under faust) needs the `lz4` package to read the
-default lz4 batches, and compression is not what this benchmark measures.
+- the same throughput and Redis time for interleaved traffic (many users active at once);
+- Redis's own time per event running the worker's script calls (INFO commandstats).
+
+Records are produced uncompressed: compression is not what this benchmark measures.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from bench.report import print_table, write_result
 from deploy.generators.sample import SampleConfig, SampleGenerator
+from deploy.local.redis_cluster import LocalRedisCluster
+from deploy.local.settings import LocalStackSettings
 from deploy.local.worker_process import APPLIED, WorkerProcess, settled
+from schemas.events import InteractionEvent
 from schemas.topics import CATALOG, INTERACTIONS
 from streams.feature_worker.settings import StreamSettings
 from streams.kafka.acls import grant_acls
@@ -39,7 +45,7 @@ from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
 from streams.metrics import histogram_quantile
 from streams.pacing import Pacer
-from streams.redis.connection import RedisConnection
+from streams.redis.connection import RedisConnection, SyncClient
 
 _FRESHNESS = "streamrec_stream_freshness_seconds"
 
@@ -48,7 +54,9 @@ def _producer(kafka: KafkaConnection) -> EventProducer:
     return EventProducer(kafka, **{"compression.type": "none"})
 
 
-def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> WorkerProcess:
+def _worker(
+    kafka: KafkaConnection, key_prefix: str, batch: int, log: Path, **extra: str
+) -> WorkerProcess:
     env = {
         "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
         "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
@@ -56,6 +64,7 @@ def _worker(kafka: KafkaConnection, key_prefix: str, batch: int, log: Path) -> W
         "STREAMREC_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
         "STREAMREC_BATCH_MAX_EVENTS": str(batch),
         "STREAMREC_LOG_LEVEL": "WARNING",
+        **extra,
     }
     return WorkerProcess(env, log).start()
 
@@ -66,6 +75,16 @@ class _Drain:
     worker_cpu_us_per_event: float
     redis_cpu_us_per_event: float
     """Redis is shared with other users of the machine: an upper bound of this worker's cost."""
+    redis_us_per_event: float
+    """Redis's own time running the worker's script calls (INFO commandstats, EVALSHA usec):
+    what the worker takes from every other client of Redis, without the network I/O."""
+
+
+def _script_usec(admin: SyncClient) -> float:
+    stats = admin.info("commandstats")
+    return sum(
+        float(stats.get(name, {}).get("usec", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval")
+    )
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -74,27 +93,31 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _redis_cpu_seconds(admin: redis.Redis) -> float:
+def _redis_cpu_seconds(admin: SyncClient) -> float:
     info = admin.info("cpu")
     return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
 
 
-def _drain(worker: WorkerProcess, admin: redis.Redis, total: int, timeout_s: float) -> _Drain:
+def _drain(worker: WorkerProcess, admin: SyncClient, total: int, timeout_s: float) -> _Drain:
     """Rate and CPU per event from the first applied sample to the last event (50 ms polls)."""
     deadline = time.monotonic() + timeout_s
-    first: tuple[float, float, float, float] | None = None
+    first: tuple[float, float, float, float, float] | None = None
     while time.monotonic() < deadline:
         samples = worker.metrics()
         now = time.perf_counter()
         applied = samples.get(APPLIED, 0.0)
         if first is None and applied > 0:
-            first = (now, applied, _cpu_seconds(worker.pid), _redis_cpu_seconds(admin))
+            first = (
+                now, applied, _cpu_seconds(worker.pid), _redis_cpu_seconds(admin),
+                _script_usec(admin),
+            )
         if settled(samples) >= total and first is not None:
             n = max(applied - first[1], 1.0)
             return _Drain(
                 n / max(now - first[0], 1e-9),
                 (_cpu_seconds(worker.pid) - first[2]) / n * 1e6,
                 (_redis_cpu_seconds(admin) - first[3]) / n * 1e6,
+                (_script_usec(admin) - first[4]) / n,
             )
         time.sleep(0.05)
     raise TimeoutError(f"worker did not drain {total} events within {timeout_s}s")
@@ -132,14 +155,33 @@ def _bench_topics(settings: StreamSettings, prefix: str) -> KafkaConnection:
     return kafka
 
 
+def interleaved(events: Iterable[InteractionEvent], window: int, seed: int) -> Iterator[
+    InteractionEvent
+]:
+    """Many users active at once, as live traffic is: the generator's sessions (one user's
+    burst after another) shuffled within windows of `window` events."""
+    rng = random.Random(seed)
+    source = iter(events)
+    while block := list(itertools.islice(source, window)):
+        rng.shuffle(block)
+        yield from block
+
+
 def _throughput(
-    settings: StreamSettings, events: int, batch: int, log: Path
+    settings: StreamSettings, events: int, batch: int, log: Path, mixed: bool = False
 ) -> tuple[_Drain, float]:
     kafka = _bench_topics(settings, f"bench.ingest.{uuid.uuid4().hex[:8]}.")
     try:
         producer = _producer(kafka)
         topic = kafka.topic(INTERACTIONS)
-        for event in SampleGenerator(SampleConfig(seed=21)).events(events):
+        generated: Iterable[InteractionEvent] = SampleGenerator(SampleConfig(seed=21)).events(
+            events
+        )
+        if mixed:
+            generated = interleaved(
+                SampleGenerator(SampleConfig(users=50_000, seed=24)).events(events), 20_000, 24
+            )
+        for event in generated:
             producer.send(topic, event.user_id, event)
         producer.flush(120)
         worker = _worker(kafka, _key_prefix(), batch, log)
@@ -187,6 +229,69 @@ def _freshness(
     )
 
 
+def _cluster_throughput(
+    settings: StreamSettings, events: int, batch: int, workers: int, log: Path
+) -> dict[str, float]:
+    """Aggregate events/s of `workers` workers of one group draining a backlog into the local
+    Redis Cluster (`streamrec up` with STREAMREC_LOCAL__REDIS_CLUSTER=3), from the first applied
+    sample to the last event; Redis CPU summed over the masters."""
+    cluster = LocalRedisCluster(LocalStackSettings(redis_cluster=3))
+    cluster.wait_healthy(10)
+    connection = cluster.connection("streams")
+    admin = cluster.connection("admin").client()
+    kafka = _bench_topics(settings, f"bench.cluster.{uuid.uuid4().hex[:8]}.")
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    try:
+        producer = _producer(kafka)
+        topic = kafka.topic(INTERACTIONS)
+        for event in SampleGenerator(SampleConfig(seed=25)).events(events):
+            producer.send(topic, event.user_id, event)
+        producer.flush(120)
+        procs = [
+            _worker(
+                kafka, _key_prefix(), batch, log, STREAMREC_GROUP_ID=group,
+                STREAMREC_REDIS__CLUSTER="true", STREAMREC_REDIS__PORT=str(connection.port),
+                STREAMREC_REDIS__SECRETS_DIR=str(connection.secrets_dir.resolve()),
+            )
+            for _ in range(workers)
+        ]
+        try:
+            rate, redis_cpu = _drain_all(procs, cluster, events, timeout_s=600)
+        finally:
+            for worker in procs:
+                worker.stop()
+    finally:
+        _delete_topics(kafka)
+        for key in admin.scan_iter(match="sr:bench:*", count=1000):
+            admin.delete(key)
+    return {"workers": workers, "events_per_s": round(rate), "redis_cpu_us_per_event": redis_cpu}
+
+
+def _cluster_cpu_seconds(cluster: LocalRedisCluster) -> float:
+    admin = cluster.connection("admin")
+    nodes = [admin.model_copy(update={"port": port, "cluster": False}) for port in cluster.ports]
+    return sum(_redis_cpu_seconds(node.client()) for node in nodes)
+
+
+def _drain_all(
+    workers: list[WorkerProcess], cluster: LocalRedisCluster, total: int, timeout_s: float
+) -> tuple[float, float]:
+    deadline = time.monotonic() + timeout_s
+    first: tuple[float, float, float] | None = None
+    while time.monotonic() < deadline:
+        samples = [w.metrics() for w in workers]
+        now = time.perf_counter()
+        applied = sum(s.get(APPLIED, 0.0) for s in samples)
+        if first is None and applied > 0:
+            first = (now, applied, _cluster_cpu_seconds(cluster))
+        if sum(settled(s) for s in samples) >= total and first is not None:
+            n = max(applied - first[1], 1.0)
+            cpu = (_cluster_cpu_seconds(cluster) - first[2]) / n * 1e6
+            return n / max(now - first[0], 1e-9), round(cpu, 1)
+        time.sleep(0.05)
+    raise TimeoutError(f"workers did not drain {total} events within {timeout_s}s")
+
+
 def _key_prefix() -> str:
     return f"sr:bench:{uuid.uuid4().hex[:8]}:"
 
@@ -197,7 +302,7 @@ def _delete_topics(kafka: KafkaConnection) -> None:
         future.result()
 
 
-def _admin(settings: StreamSettings) -> redis.Redis:
+def _admin(settings: StreamSettings) -> SyncClient:
     return RedisConnection(
         host=settings.redis.host,
         port=settings.redis.port,
@@ -213,15 +318,21 @@ def _delete_keys(settings: StreamSettings) -> None:
 
 
 def run(
-    json_path: Path, events: int, rate: float, seconds: float, batch: int, low_rate: float = 1000.0
+    json_path: Path, events: int, rate: float, seconds: float, batch: int,
+    low_rate: float = 1000.0, cluster_workers: int = 0,
 ) -> None:
     settings = StreamSettings()
     log = Path(".streamrec/logs/bench-ingest-worker.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         drain, raw_per_s = _throughput(settings, events, batch, log)
+        mixed, _ = _throughput(settings, events, batch, log, mixed=True)
         p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
         low_p50, low_p99, _ = _freshness(settings, low_rate, seconds, batch, log)
+        on_cluster = (
+            _cluster_throughput(settings, events, batch, cluster_workers, log)
+            if cluster_workers else None
+        )
     finally:
         _delete_keys(settings)
     result = {
@@ -234,6 +345,14 @@ def run(
             "p50": round(low_p50, 1),
             "p99": round(low_p99, 1),
         },
+        "redis_us_per_event": round(drain.redis_us_per_event, 2),
+        "interleaved": {
+            "events_per_s": round(mixed.events_per_s),
+            "redis_us_per_event": round(mixed.redis_us_per_event, 2),
+            "worker_cpu_us_per_event": round(mixed.worker_cpu_us_per_event, 1),
+            "redis_cpu_us_per_event": round(mixed.redis_cpu_us_per_event, 1),
+        },
+        **({"redis_cluster": on_cluster} if on_cluster else {}),
         "cpu_us_per_event": {
             "worker": round(drain.worker_cpu_us_per_event, 1),
             "redis_shared_server": round(drain.redis_cpu_us_per_event, 1),
@@ -242,10 +361,10 @@ def run(
         "freshness_events": offered,
         "batch_max_events": batch,
         # The worker inherits this process's environment, so it runs with these settings too.
-        "script_chunk_events": settings.script_chunk_events,
+        "call_events": settings.call_events,
         "partitions": INTERACTIONS.partitions,
         "compression": "none",
-        "worker": "1 faust worker process, one EVALSHA per script_chunk_events of a batch",
+        "worker": "1 worker process: confluent-kafka batches, one pipelined round trip per batch",
     }
     write_result(json_path, result)
     print_table(
@@ -254,10 +373,18 @@ def run(
             ("events/s (1 worker, backlog)", f"{drain.events_per_s:,.0f}"),
             ("worker CPU us/event", f"{drain.worker_cpu_us_per_event:.0f}"),
             ("redis CPU us/event (shared server)", f"{drain.redis_cpu_us_per_event:.0f}"),
+            ("redis script us/event (commandstats)", f"{drain.redis_us_per_event:.1f}"),
+            ("interleaved events/s", f"{mixed.events_per_s:,.0f}"),
+            ("interleaved redis script us/event", f"{mixed.redis_us_per_event:.1f}"),
             ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
             (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
             (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),
             (f"freshness p50 ms @{low_rate:.0f}/s", f"{low_p50:.1f}"),
             (f"freshness p99 ms @{low_rate:.0f}/s", f"{low_p99:.1f}"),
+            *(
+                [(f"events/s ({cluster_workers} workers, 3-master cluster)",
+                  f"{on_cluster['events_per_s']:,.0f}")]
+                if on_cluster else []
+            ),
         ],
     )

@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.load import InteractionDraw
 from bench.report import percentile, print_table, write_result
+from deploy.local.settings import LocalStackSettings
 from deploy.local.worker_process import WorkerProcess, free_port, settled
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
@@ -63,7 +64,6 @@ def _draw(seed: int, catalog: int) -> InteractionDraw:
 
 
 def _producer(kafka: KafkaConnection) -> EventProducer:
-    # Uncompressed: the feature worker's aiokafka needs the lz4 package to read lz4 batches.
     return EventProducer(kafka, **{"compression.type": "none"})
 
 
@@ -271,7 +271,8 @@ def run(
     (`by_rate_ingest_niced`), as STREAMREC_CPU_NICE would deploy it on a shared host."""
     # The bench's own clients log in as admin; the scorer and worker it starts as their own.
     kafka = KafkaConnection(
-        topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN
+        bootstrap_servers=f"127.0.0.1:{LocalStackSettings().kafka_port}",
+        topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN,
     )
     key_prefix = f"sr:bench:{uuid.uuid4().hex[:8]}:"
     create_topics(kafka)
@@ -287,6 +288,7 @@ def run(
         worker = WorkerProcess(
             {
                 "STREAMREC_KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+                "STREAMREC_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
                 "STREAMREC_REDIS__KEY_PREFIX": key_prefix,
                 "STREAMREC_GROUP_ID": f"{kafka.topic_prefix}features",
                 "STREAMREC_LOG_LEVEL": "WARNING",
@@ -348,6 +350,7 @@ def _run_rates(
     return {
         "by_rate": by_rate,
         "ingest_achieved_per_s": round(ingested, 1),
+        "ingest_events_per_s": round(ingested, 1),
         "scorer_internal_latency_ms": {
             "p50": round(histogram_quantile(samples, LATENCY_METRIC, 0.5) * 1000, 2),
             "p99": round(histogram_quantile(samples, LATENCY_METRIC, 0.99) * 1000, 2),
@@ -381,7 +384,6 @@ def _cleanup(kafka: KafkaConnection, key_prefix: str) -> None:
     for future in admin.delete_topics(topics).values():
         with contextlib.suppress(Exception):  # best effort: a leftover bench topic is harmless
             future.result()
-    from deploy.local.settings import LocalStackSettings
     from deploy.local.stack import LocalStack
 
     client = LocalStack(LocalStackSettings()).redis.admin_client()

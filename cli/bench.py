@@ -59,19 +59,24 @@ def bench_ingest(
     rate: float = typer.Option(5_000.0, min=1.0, help="Offered events/s for the freshness run."),
     seconds: float = typer.Option(20.0, min=1.0, help="Duration of the freshness run."),
     batch: int = typer.Option(
-        1000,
-        min=1,
-        help="Worker batch size (events per commit; one Redis script call per "
-        "STREAMREC_SCRIPT_CHUNK_EVENTS of them).",
+        2000, min=1, help="Worker batch size (records per consume and Redis round trip)."
     ),
     low_rate: float = typer.Option(
         1_000.0, min=1.0, help="Offered events/s, second freshness run."
+    ),
+    redis_cluster: int = typer.Option(
+        0, "--redis-cluster", min=0, help="Also drain the backlog with this many workers into "
+        "the local 3-master Redis Cluster (running: STREAMREC_LOCAL__REDIS_CLUSTER=3 streamrec "
+        "up); 0 skips it.",
     ),
 ) -> None:
     """Sustained events/s of one feature worker, event->feature freshness, raw consume rate."""
     from bench.ingest import run
 
-    run(json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate)
+    run(
+        json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate,
+        cluster_workers=redis_cluster,
+    )
 
 
 @app.command("train")
@@ -131,7 +136,7 @@ def bench_serve(
     catalog_items: int = typer.Option(100_000, min=1000, help="Items the model retrieves from."),
     rates: str = typer.Option("100,200,500", help="Offered requests/s, comma-separated."),
     seconds: float = typer.Option(15.0, min=2.0, help="Measured seconds per rate."),
-    ingest_rate: float = typer.Option(1000.0, min=0.0, help="Events/s ingested alongside."),
+    ingest_rate: float = typer.Option(5000.0, min=0.0, help="Events/s ingested alongside."),
     ingest_nice: int = typer.Option(
         10, min=0, max=19,
         help="Second pass with the feature worker and event generator at this niceness "

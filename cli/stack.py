@@ -26,9 +26,16 @@ def _table(states: tuple[ServiceState, ...], started: tuple[str, ...] = ()) -> T
 
 
 def up() -> None:
-    """Start local Kafka (KRaft) and Redis if needed, wait until they answer, print addresses."""
-    report = LocalStack(LocalStackSettings()).up()
+    """Start local Kafka (KRaft) and Redis if needed, wait until they answer, print addresses.
+    STREAMREC_LOCAL__REDIS_CLUSTER=3 adds a 3-master Redis Cluster (waits for cluster_state:ok)."""
+    settings = LocalStackSettings()
+    report = LocalStack(settings).up()
     console.print(_table(report.states, report.started))
+    if settings.redis_cluster:
+        console.print(
+            "services reach the cluster with STREAMREC_REDIS__CLUSTER=true "
+            f"STREAMREC_REDIS__PORT={settings.redis_cluster_port}"
+        )
 
 
 def down() -> None:

@@ -8,6 +8,11 @@ rules, come from a process cache filled in one extra round trip for items it has
 Keys follow streams/features/keys.py (written by the feature worker); the serving configuration
 lives under `<prefix>cfg:{serving}:...` and is written by operators, never by the scorer (its
 ACL user is read-only).
+
+Redis Cluster: every command reads one key (its first argument) and the round trip is a
+non-transactional pipeline, so on a cluster it splits per master with no cross-slot command (the
+keys of a request's user, of its session and of the serving configuration may each live on
+another master; serving/cluster_read_pipeline.py).
 """
 
 from __future__ import annotations
@@ -20,12 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-import redis
-
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
-from serving.read_pipeline import ReadPipeline
+from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys
+from streams.redis.connection import SyncClient
 from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
@@ -79,6 +83,13 @@ class BatchFeatures:
     config: ServingConfig
     popular: list[tuple[str, float]]
     """Most popular items recently, best first (cold-start answers)."""
+
+
+class RoundTrip(Protocol):
+    """A lean pipelined read (serving/read_pipeline.py, cluster_read_pipeline.py): replies in
+    the commands' order, RESP2 shapes, redis-py's exception for the first error reply."""
+
+    def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
 class FeatureReader(Protocol):
@@ -137,17 +148,18 @@ class RedisFeatureReader:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: SyncClient,
         key_prefix: str,
         history_length: int = 50,
         popularity_size: int = 500,
         refresh_s: float = 1.0,
         clock: Any = time.time,
-        reads: ReadPipeline | None = None,
+        reads: RoundTrip | None = None,
     ) -> None:
         self._client = client
         self._reads = reads
-        """The per-batch round trip's fast path (the serving thread's own); else redis-py."""
+        """The per-batch round trip's fast path (the serving thread's own); else redis-py's
+        pipeline (which on a Redis Cluster, too, sends each node its keys' commands)."""
         self.keys = FeatureKeys(key_prefix)
         self.serving_keys = ServingKeys(key_prefix)
         self._history = history_length
@@ -177,7 +189,7 @@ class RedisFeatureReader:
             return self._reads.execute(commands)
         pipe = self._client.pipeline(transaction=False)
         for args in commands:
-            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+            pipe.execute_command(*args)
         return pipe.execute()
 
     def _context_commands(self, request: RecommendationRequest) -> list[tuple[Arg, ...]]:
@@ -216,22 +228,27 @@ class RedisFeatureReader:
         return [
             ("SMEMBERS", self.serving_keys.unavailable),
             ("GET", self.serving_keys.rules),
-            ("HGET", self.keys.popularity(), "mx_h"),
+            *(("HGET", shard, "mx_h") for shard in self.keys.popularity_shards()),
             *self._popularity_commands(hour),
         ]
 
     def _popularity_commands(self, hour: int) -> list[tuple[Arg, ...]]:
+        """This hour's and the previous hour's top items of every popularity shard (an item
+        counts in one shard only, so the shards' lists merge without overlap)."""
         size = self._popularity_size - 1
         return [
-            ("ZREVRANGE", self.keys.popularity_hour(h), 0, size, "WITHSCORES")
+            ("ZREVRANGE", self.keys.popularity_hour(shard, h), 0, size, "WITHSCORES")
             for h in (hour, hour - 1)
+            for shard in range(POPULARITY_SHARDS)
         ]
 
     def _apply_refresh(self, replies: list[Any]) -> None:
-        unavailable, rules, newest, current, previous = replies
+        unavailable, rules = replies[:2]
+        newest = replies[2 : 2 + POPULARITY_SHARDS]
         self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
-        newest_hour = _number(newest)
-        hour = int(newest_hour) if newest_hour is not None else None
+        hours = [int(n) for raw in newest if (n := _number(raw)) is not None]
+        hour = max(hours) if hours else None
+        current, previous = _hours(replies[2 + POPULARITY_SHARDS :])
         if hour != self._newest_hour:
             # The hour moved on (or this is the first read): the lists fetched are stale.
             self._newest_hour = hour
@@ -240,10 +257,10 @@ class RedisFeatureReader:
                 current, previous = self._popularity_now(hour)
         else:
             self._refreshed_at = self._clock()
-        self._popular = merge_popularity(_pairs(current), _pairs(previous))
+        self._popular = merge_popularity(current, previous)[: 2 * self._popularity_size]
 
     def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
-        current, previous = self._execute(self._popularity_commands(hour))
+        current, previous = _hours(self._execute(self._popularity_commands(hour)))
         self._refreshed_at = self._clock()
         return current, previous
 
@@ -266,6 +283,13 @@ class RedisFeatureReader:
     def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
         for start in range(0, len(item_ids), chunk):
             self.categories(item_ids[start : start + chunk])
+
+
+def _hours(replies: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The shards' (member, score) pairs of this hour and of the previous one."""
+    current = [p for reply in replies[:POPULARITY_SHARDS] for p in _pairs(reply)]
+    previous = [p for reply in replies[POPULARITY_SHARDS:] for p in _pairs(reply)]
+    return current, previous
 
 
 def _pairs(reply: list[Any]) -> list[tuple[Any, Any]]:

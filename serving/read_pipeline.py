@@ -33,6 +33,14 @@ from streams.redis.resp import Arg, pack, reply_error
 RECV_BYTES = 256 * 1024
 
 
+def raise_for_errors(replies: list[Any]) -> list[Any]:
+    """The replies, or redis-py's exception for the first error reply among them."""
+    for reply in replies:
+        if isinstance(reply, hiredis.ReplyError):
+            raise reply_error(str(reply))
+    return replies
+
+
 class ReadPipeline:
     def __init__(
         self,
@@ -52,17 +60,28 @@ class ReadPipeline:
 
     def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """The replies, in order; raises redis.ResponseError for the first error reply."""
+        self.send(commands)
+        return raise_for_errors(self.receive(len(commands)))
+
+    def send(self, commands: Sequence[Sequence[Arg]]) -> None:
+        """Sends without waiting: `receive` collects the replies (the cluster variant sends to
+        every node first, so the nodes answer in parallel)."""
         try:
-            sock = self._connected()
-            self._send(sock, pack(commands))
-            replies = self._replies(sock, len(commands))
+            self._send(self._connected(), pack(commands))
         except (OSError, hiredis.ProtocolError) as error:
             self.close()
             raise redis.ConnectionError(f"redis read pipeline: {error}") from error
-        for reply in replies:
-            if isinstance(reply, hiredis.ReplyError):
-                raise reply_error(str(reply))
-        return replies
+
+    def receive(self, count: int) -> list[Any]:
+        """The next `count` replies as parsed, error replies as `hiredis.ReplyError` values (all
+        of a batch's replies are read, so the stream stays in step whatever they say)."""
+        if self._sock is None:
+            raise redis.ConnectionError("redis read pipeline: nothing sent")
+        try:
+            return self._replies(self._sock, count)
+        except (OSError, hiredis.ProtocolError) as error:
+            self.close()
+            raise redis.ConnectionError(f"redis read pipeline: {error}") from error
 
     def close(self) -> None:
         if self._sock is not None:

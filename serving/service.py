@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import torch
 from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
+from redis import RedisCluster
 
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
@@ -35,6 +36,7 @@ from schemas.recommendations import RecommendationRequest
 from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
+from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
@@ -49,6 +51,7 @@ from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer
+from streams.redis.connection import SyncClient
 
 logger = logging.getLogger(__name__)
 SERVICE = "scorer"
@@ -119,20 +122,14 @@ class ScorerService:
         self.producer = EventProducer(kafka, **{"linger.ms": 0})
         self.control_producer = EventProducer(kafka)
         self._responses_topic = kafka.topic(REC_RESPONSES)
+        redis_client = settings.redis.client()
         self.reader = RedisFeatureReader(
-            settings.redis.client(),
+            redis_client,
             settings.redis.key_prefix,
             history_length=settings.history_length,
             popularity_size=settings.popularity_candidates,
             refresh_s=settings.config_refresh_s,
-            reads=ReadPipeline(
-                settings.redis.host,
-                settings.redis.port,
-                settings.redis.username,
-                settings.redis.resolved_password(),
-                settings.redis.socket_timeout_s,
-                spin_s=settings.redis_read_spin_us / 1e6,
-            ),
+            reads=self._read_pipeline(settings, redis_client),
         )
         self.registry = ModelRegistry(loader or self._load, settings.canary.share)
         self.judge = CanaryJudge(settings.canary)
@@ -153,6 +150,19 @@ class ScorerService:
         self._threads: list[threading.Thread] = []
 
     # -- wiring -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_pipeline(
+        settings: ServeSettings, client: SyncClient
+    ) -> ReadPipeline | ClusterReadPipeline:
+        """The per-batch round trip, lean on one Redis and on a cluster (one per master)."""
+        connection = settings.redis
+        spin_s = settings.redis_read_spin_us / 1e6
+        login = (connection.username, connection.resolved_password())
+        timeout_s = connection.socket_timeout_s
+        if isinstance(client, RedisCluster):
+            return ClusterReadPipeline(client, *login, timeout_s, spin_s)
+        return ReadPipeline(connection.host, connection.port, *login, timeout_s, spin_s)
 
     def _requests_loop(self) -> RequestLoop:
         kafka = self.settings.kafka

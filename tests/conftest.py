@@ -2,6 +2,8 @@
 
 Unit tests never touch these fixtures (they need no services). Integration tests use the real
 local Kafka and Redis: `stack` starts them if nothing answers and stops only what it started.
+Tests marked `cluster` use `redis_cluster`, a local 3-master Redis Cluster started the same way
+(ports from STREAMREC_LOCAL__REDIS_CLUSTER_PORT), with no Kafka.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from deploy.local.redis_cluster import LocalRedisCluster
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
 from streams.kafka.acls import grant_acls
@@ -84,3 +87,33 @@ def redis_connection(stack: LocalStack, redis_prefix: str) -> RedisConnection:
 def scorer_redis_connection(redis_connection: RedisConnection) -> RedisConnection:
     """The scorer's read-only ACL user on the same keys."""
     return redis_connection.model_copy(update={"username": "scorer"})
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalRedisCluster]:
+    """3 masters through the code `streamrec up` runs (deploy/local/redis_cluster.py); a cluster
+    already answering on those ports is used as it is, and only nodes this session started are
+    stopped."""
+    cluster = LocalRedisCluster(LocalStackSettings(redis_cluster=3))
+    started = cluster.start()
+    try:
+        cluster.wait_healthy(cluster.s.start_timeout_s)
+        yield cluster
+    finally:
+        if started:
+            cluster.stop()
+
+
+@pytest.fixture
+def cluster_prefix(redis_cluster: LocalRedisCluster) -> Iterator[str]:
+    prefix = f"test:{uuid.uuid4().hex[:10]}:"
+    yield prefix
+    admin = redis_cluster.connection("admin").client()
+    for key in admin.scan_iter(match=f"{prefix}*", count=1000):  # every master's keys
+        admin.delete(key)
+
+
+@pytest.fixture
+def cluster_connection(redis_cluster: LocalRedisCluster, cluster_prefix: str) -> RedisConnection:
+    """The feature writer's ACL user on the cluster, confined to this test's key prefix."""
+    return redis_cluster.connection("streams").model_copy(update={"key_prefix": cluster_prefix})

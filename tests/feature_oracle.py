@@ -20,7 +20,7 @@ from streams.features.definitions import (
     TIME_FORMAT,
     TYPE_CODES,
 )
-from streams.features.keys import FeatureKeys
+from streams.features.keys import FeatureKeys, popularity_shard
 from streams.features.windows import HOURS, MINUTES, BucketFamily
 
 KeyKind = Literal["hash", "list", "zset"]
@@ -175,7 +175,8 @@ class FeatureOracle:
             h["cat"] = e.category
 
     def _popularity(self, e: _Event) -> None:
-        key = self.keys.popularity()
+        shard = popularity_shard(e.item)
+        key = self.keys.popularity(shard)
         h = self._claim(key, e)
         if h is None:
             return
@@ -187,5 +188,5 @@ class FeatureOracle:
             if int(stale.rsplit(":h", 1)[1]) <= newest - POPULARITY_HOURS:
                 del self.zsets[stale]
         if hour > newest - POPULARITY_HOURS:
-            zset = self.zsets.setdefault(self.keys.popularity_hour(hour), {})
+            zset = self.zsets.setdefault(self.keys.popularity_hour(shard, hour), {})
             zset[e.item] = zset.get(e.item, 0.0) + 1.0

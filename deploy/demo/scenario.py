@@ -99,7 +99,6 @@ def _start(services: Services, state: RunState) -> None:
     run, s = state.run, state.settings
     services.start("worker", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-features",
-        "STREAMREC_DATADIR": str(run.root / "faust"),
         # Everything shares the cores: the scorer (and Redis, the broker) go first.
         "STREAMREC_CPU_NICE": "10",
     })

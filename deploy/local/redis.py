@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import redis
 
@@ -36,6 +37,43 @@ def ensure_installed() -> str:
     return shutil.which(BINARY) or "/usr/bin/redis-server"
 
 
+def write_acl_file(settings: LocalStackSettings, directory: Path) -> Path:
+    """The service users (deploy/local/redis_acl.py) with this stack's passwords, mode 0600."""
+    passwords = ensure_passwords(settings.secrets_dir)
+    acl = directory / "users.acl"
+    acl.write_text(acl_file_text(passwords))
+    acl.chmod(0o600)
+    return acl
+
+
+def server_config(
+    settings: LocalStackSettings, directory: Path, port: int, acl: Path
+) -> list[str]:
+    """redis.conf lines every local server shares, the single one and each cluster node."""
+    return [
+        f"bind {settings.host}",
+        "protected-mode yes",
+        f"port {port}",
+        f"dir {directory.resolve()}",
+        "daemonize no",
+        f"aclfile {acl.resolve()}",
+        # Durability: a crash loses at most ~1 s of writes, and the applied-offset markers live
+        # in the same AOF, so a replay from Kafka repairs exactly that.
+        "appendonly yes",
+        "appendfsync everysec",
+        # An AOF rewrite forks a child that re-writes the whole dataset: seconds of a core on a
+        # 2-core host, during which every reader (the scorer) stalls. The script's effects make
+        # the AOF grow ~1 MB/s at 1,000 events/s, so the default 64 MB threshold rewrote every
+        # minute; at 512 MB it is every ~10 minutes.
+        "auto-aof-rewrite-min-size 512mb",
+        'save ""',
+        f"maxmemory {settings.redis_maxmemory_mb}mb",
+        # Features must never vanish silently: refuse writes instead of evicting.
+        "maxmemory-policy noeviction",
+        "loglevel notice",
+    ]
+
+
 class LocalRedis:
     def __init__(self, settings: LocalStackSettings) -> None:
         self.s = settings
@@ -48,37 +86,9 @@ class LocalRedis:
         return f"{self.s.host}:{self.s.redis_port}"
 
     def _write_config(self) -> None:
-        passwords = ensure_passwords(self.s.secrets_dir)
-        acl = self.dir / "users.acl"
-        acl.write_text(acl_file_text(passwords))
-        acl.chmod(0o600)
-        (self.dir / "redis.conf").write_text(
-            "\n".join(
-                [
-                    f"bind {self.s.host}",
-                    "protected-mode yes",
-                    f"port {self.s.redis_port}",
-                    f"dir {self.dir.resolve()}",
-                    "daemonize no",
-                    f"aclfile {acl.resolve()}",
-                    # Durability: a crash loses at most ~1 s of writes, and the applied-offset
-                    # markers live in the same AOF, so a replay from Kafka repairs exactly that.
-                    "appendonly yes",
-                    "appendfsync everysec",
-                    # An AOF rewrite forks a child that re-writes the whole dataset: seconds of a
-                    # core on a 2-core host, during which every reader (the scorer) stalls. The
-                    # script's effects make the AOF grow ~1 MB/s at 1,000 events/s, so the default
-                    # 64 MB threshold rewrote every minute; at 512 MB it is every ~10 minutes.
-                    "auto-aof-rewrite-min-size 512mb",
-                    'save ""',
-                    f"maxmemory {self.s.redis_maxmemory_mb}mb",
-                    # Features must never vanish silently: refuse writes instead of evicting.
-                    "maxmemory-policy noeviction",
-                    "loglevel notice",
-                    "",
-                ]
-            )
-        )
+        acl = write_acl_file(self.s, self.dir)
+        lines = server_config(self.s, self.dir, self.s.redis_port, acl)
+        (self.dir / "redis.conf").write_text("\n".join(lines) + "\n")
 
     def state(self) -> ServiceState:
         pid = owned_pid(self.pid_file, BINARY)

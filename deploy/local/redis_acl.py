@@ -30,17 +30,23 @@ or without a segment after the namespace, readable and writable (a pattern must 
 HINCRBY and ZINCRBY). Nothing else under the prefix matches, so the worker cannot rewrite the
 serving configuration (`<prefix>cfg:{serving}:...`) the scorer trusts."""
 
+CLUSTER_TOPOLOGY = "+cluster|slots +cluster|shards +cluster|info"
+"""What a cluster client asks to learn which node serves which slot (read-only subcommands; the
+rest of CLUSTER is @admin/@dangerous). Granted after `-@dangerous`, so nothing else comes back;
+harmless on a single Redis, where the client never sends them."""
+
 # Commands a service may run beyond its categories; -@dangerous removes FLUSHALL, KEYS, CONFIG...
 USERS: dict[str, str] = {
     # Writes features with Lua scripts (one round trip per batch); commands inside a script are
     # checked against these key patterns too.
-    "streams": f"{READ_KEYS} {FEATURE_KEYS} +@read +@write +@connection +@scripting -@dangerous",
+    "streams": f"{READ_KEYS} {FEATURE_KEYS} +@read +@write +@connection +@scripting -@dangerous "
+    f"{CLUSTER_TOPOLOGY}",
     # Reads only: features, availability, business rules. No scripts: a script can write.
-    "scorer": f"{READ_KEYS} +@read +@connection -@dangerous",
+    "scorer": f"{READ_KEYS} +@read +@connection -@dangerous {CLUSTER_TOPOLOGY}",
     # Reads features for point-in-time training examples.
-    "trainer": f"{READ_KEYS} +@read +@connection -@dangerous",
+    "trainer": f"{READ_KEYS} +@read +@connection -@dangerous {CLUSTER_TOPOLOGY}",
     # Reads features for population-stability checks.
-    "monitor": f"{READ_KEYS} +@read +@connection -@dangerous",
+    "monitor": f"{READ_KEYS} +@read +@connection -@dangerous {CLUSTER_TOPOLOGY}",
     # Operators and tests: everything (catalog rules, availability, cleanup).
     "admin": "~* &* +@all",
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEPLOY_DIR = Path(__file__).resolve().parent.parent
@@ -38,8 +38,31 @@ class LocalStackSettings(BaseSettings):
     )
     redis_port: int = Field(6379, ge=1, le=65535)
     redis_maxmemory_mb: int = Field(2048, ge=64, description="Bounded memory, LRU off: noeviction.")
+    redis_cluster: int = Field(
+        0, ge=0, le=16, description="Masters of a local Redis Cluster `up` starts beside the "
+        "single Redis (no replicas); 0: none. At least 3 (Redis Cluster's minimum).",
+    )
+    redis_cluster_port: int = Field(
+        7001, ge=1, le=55535, description="The cluster's first node; node i listens on "
+        "redis_cluster_port + i and its cluster bus on that + 10000.",
+    )
     start_timeout_s: float = Field(90.0, gt=0, description="How long `up` waits for health.")
     pom: Path = Field(DEPLOY_DIR / "kafka" / "pom.xml", description="Pins the Kafka version.")
+
+    @field_validator("redis_cluster")
+    @classmethod
+    def _cluster_size(cls, masters: int) -> int:
+        if masters in (1, 2):
+            raise ValueError("a Redis Cluster needs at least 3 masters (or 0 for none)")
+        return masters
+
+    @property
+    def redis_cluster_ports(self) -> tuple[int, ...]:
+        return tuple(self.redis_cluster_port + i for i in range(self.redis_cluster))
+
+    @property
+    def redis_cluster_dir(self) -> Path:
+        return self.home / "redis-cluster"
 
     @property
     def tls_port(self) -> int:

@@ -1,13 +1,19 @@
 #!lua
--- Applies one batch of validated interaction events to the feature keys, idempotently.
+-- Applies one entity's share of a batch of validated interaction events, idempotently.
 --
--- ARGV = prefix, sequence length, minute buckets kept, hour buckets kept, popularity hours,
---   affinity weight of view, click, cart, purchase, user TTL (s), session TTL (s), and the
---   events as ONE text argument: one
---   line per event, tab-separated: partition, offset, user, session, item, category ('' = none),
---   type code, ts. (Ids are printable ASCII without whitespace, so tabs and newlines are free;
---   one argument instead of eight per event makes the client's command packing ~8x cheaper.)
--- Returns {applied, skipped}: an event counts as skipped when its user had already applied it.
+-- KEYS[1] = the entity's key (`u:{id}`, `s:{id}`, `i:{id}`, `c:{id}` or a popularity shard
+--   `pop:{n}`); every other key the call writes is that key plus a suffix (`:m`, `:h`, `:seq`,
+--   `:h<hour>`), so one call touches one entity and one hash slot (Redis Cluster-ready).
+-- ARGV = sequence length, minute buckets kept, hour buckets kept, popularity hours, affinity
+--   weight of view, click, cart, purchase, user TTL (s), session TTL (s), the entity kind
+--   (u, s, i, c, p), and the entity's events in arrival order as ONE text argument: one line per
+--   event, tab-separated: partition, offset, user, session, item, category ('' = none), type
+--   code, ts. (Ids are printable ASCII without whitespace, so tabs and newlines are free.)
+-- Returns {applied, skipped}: events this entity applied, and those it had already applied.
+--
+-- The worker (streams/feature_worker/entity_calls.py) groups each batch per entity, keeping
+-- the events' order, so the state equals applying the events one at a time in stream order:
+-- entities never read each other, so only the order within an entity matters.
 --
 -- Idempotence: every entity hash keeps `_p<partition>` = the last offset of that partition it
 -- applied, checked and advanced together with the entity's update. Events of a partition arrive
@@ -15,12 +21,12 @@
 -- re-deliveries and whole-topic replays, without per-event dedupe keys.
 --
 -- Atomicity: the `#!lua` shebang makes Redis check memory once, before the script runs, so an
--- OOM cannot abort it half-way; a batch is applied entirely or not at all.
+-- OOM cannot abort it half-way; an entity's update is applied entirely or not at all.
 --
--- Cost: events are folded per entity in Lua first (one HMGET on first touch, then in-memory),
--- and each touched entity is written back once at the end: HINCRBY per distinct counter and
--- bucket, one HSET, one LPUSH + LTRIM per sequence. Hot entities (categories, popular items,
--- a session's burst of events) cost a few commands per batch instead of a few per event.
+-- Cost: the events are folded in Lua first (one HMGET, then in-memory), and the entity is
+-- written back once: HINCRBY per distinct bucket, one HSET (counters included), one
+-- LPUSH + LTRIM per sequence. A hot entity (a category, a popular item, a session's burst)
+-- costs a few commands per batch instead of a few per event.
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
@@ -32,20 +38,17 @@
 -- event time, so a replay of old history is not expired on arrival. Items, categories and
 -- popularity keep no TTL: their buckets are bounded by their windows, and their number by the
 -- catalog.
---
--- Cluster: keys are built here from the prefix and carry one hash tag per entity. On Redis
--- Cluster a batch would be split by slot (one EVALSHA per slot, keys declared in KEYS); every
--- write below touches a single entity, which is what makes that split possible.
 
-local prefix = ARGV[1]
-local SEQ_LEN = tonumber(ARGV[2])
-local KEPT = {m = tonumber(ARGV[3]), h = tonumber(ARGV[4])}
-local POP_HOURS = tonumber(ARGV[5])
+local KEY = KEYS[1]
+local SEQ_LEN = tonumber(ARGV[1])
+local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
+local POP_HOURS = tonumber(ARGV[4])
 local WEIGHT = {
-  view = tonumber(ARGV[6]), click = tonumber(ARGV[7]),
-  cart = tonumber(ARGV[8]), purchase = tonumber(ARGV[9]),
+  view = tonumber(ARGV[5]), click = tonumber(ARGV[6]),
+  cart = tonumber(ARGV[7]), purchase = tonumber(ARGV[8]),
 }
-local TTL = {user = tonumber(ARGV[10]), session = tonumber(ARGV[11])}
+local TTL = {user = tonumber(ARGV[9]), session = tonumber(ARGV[10])}
+local KIND = ARGV[11]
 local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$'
 
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
@@ -64,19 +67,29 @@ for line in string.gmatch(ARGV[12], '[^\n]+') do
   }
 end
 
--- Partitions present in this batch: their `_p` fields are loaded with every entity.
+-- Fields loaded with the entity besides its own: the `_p` of every partition in the call and
+-- the counters its events add to.
 local PARTS = {}
 do
   local seen = {}
+  local function need(f)
+    if not seen[f] then seen[f] = true; PARTS[#PARTS + 1] = f end
+  end
   for _, e in ipairs(events) do
-    if not seen[e.p] then seen[e.p] = true; PARTS[#PARTS + 1] = '_p' .. e.p end
+    need('_p' .. e.p)
+    if KIND == 's' then
+      need('n')
+    else
+      need('n_' .. e.type)
+      if KIND == 'u' and e.category ~= '' then need('aff:' .. e.category) end
+    end
   end
 end
 
 local cache, order = {}, {}
 
 -- The entity's state, loaded with one HMGET on first touch: v = values (false when missing),
--- set = fields to HSET, incr = counters to HINCRBY, b/top = bucket counts and newest bucket,
+-- set = fields to HSET (counters included), b/top = bucket counts and newest bucket,
 -- ttl = seconds every key of the entity lives after a write (nil: no expiry).
 local function entity(key, fields, ttl)
   local c = cache[key]
@@ -85,7 +98,7 @@ local function entity(key, fields, ttl)
   for _, f in ipairs(PARTS) do names[#names + 1] = f end
   for _, f in ipairs(fields) do names[#names + 1] = f end
   local got = redis.call('HMGET', key, unpack(names))
-  c = {key = key, v = {}, set = {}, incr = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
+  c = {key = key, v = {}, set = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
   for i, f in ipairs(names) do c.v[f] = got[i] end
   cache[key] = c
   order[#order + 1] = key
@@ -93,13 +106,21 @@ local function entity(key, fields, ttl)
 end
 
 local function put(c, f, value) c.v[f] = value; c.set[f] = value end
-local function add(c, f, n) c.incr[f] = (c.incr[f] or 0) + n end
+-- Counters are written with the entity's HSET (the script is atomic, so read + add is an
+-- increment): their fields are loaded with the HMGET (PARTS above).
+local function add(c, f, n) put(c, f, int((tonumber(c.v[f]) or 0) + n)) end
+
+local applied, skipped = 0, 0
 
 local function claim(c, e)
   local pf = '_p' .. e.p
-  local applied = c.v[pf]
-  if applied and tonumber(applied) >= e.o then return false end
+  local done = c.v[pf]
+  if done and tonumber(done) >= e.o then
+    skipped = skipped + 1
+    return false
+  end
   put(c, pf, e.o_s)
+  applied = applied + 1
   return true
 end
 
@@ -128,7 +149,7 @@ local function sequence(c, e)
 end
 
 local function apply_user(e)
-  local c = entity(prefix .. 'u:{' .. e.user .. '}',
+  local c = entity(KEY,
     {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'}, TTL.user)
   if not claim(c, e) then return false end
   local last = counted(c, e)
@@ -144,7 +165,7 @@ local function apply_user(e)
 end
 
 local function apply_session(e)
-  local c = entity(prefix .. 's:{' .. e.session .. '}',
+  local c = entity(KEY,
     {'last_ts', 'start_ts', 'gap_sum', 'gap_max'}, TTL.session)
   if not claim(c, e) then return end
   put(c, 'user', e.user)
@@ -167,7 +188,7 @@ local function apply_session(e)
 end
 
 local function apply_item(e)
-  local c = entity(prefix .. 'i:{' .. e.item .. '}', {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'cat'})
+  local c = entity(KEY, {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'cat'})
   if not claim(c, e) then return end
   local last = counted(c, e)
   -- The category of the newest event (ties: the greater name), independent of arrival order.
@@ -181,13 +202,13 @@ end
 
 local function apply_category(e)
   if e.category == '' then return end
-  local c = entity(prefix .. 'c:{' .. e.category .. '}', {'mx_m', 'mx_h', 'last_ts', 'first_ts'})
+  local c = entity(KEY, {'mx_m', 'mx_h', 'last_ts', 'first_ts'})
   if claim(c, e) then counted(c, e) end
 end
 
--- Global totals (priors of the target encodings) and hourly item popularity sorted sets. This is
--- one hot key by design: on a cluster it would be split per category or per item-id hash.
-local pop_key = prefix .. 'pop:{all}'
+-- One shard of the global totals (priors of the target encodings) and of the hourly item
+-- popularity sorted sets: the worker sends each item's events to its shard (by item id hash).
+local pop_key = KEY
 local pop_items = {}
 local function apply_popularity(e)
   local c = entity(pop_key, {'mx_h'})
@@ -202,8 +223,8 @@ local function apply_popularity(e)
 end
 
 -- Deletes what fell out of (newest - kept, newest] since the stored newest bucket `old`: a jump
--- past the whole range is one DEL; otherwise the cheaper of scanning the existing buckets and
--- walking the advanced range.
+-- past the whole range is one DEL; otherwise one HDEL of the buckets the window left behind
+-- (fewer than `kept` names; every stored bucket is newer than old - kept).
 local function prune_buckets(fkey, old, newest, kept)
   local floor = newest - kept
   if floor >= old then
@@ -212,14 +233,8 @@ local function prune_buckets(fkey, old, newest, kept)
   end
   if floor <= old - kept then return end
   local stale = {}
-  if redis.call('HLEN', fkey) < newest - old then
-    for _, f in ipairs(redis.call('HKEYS', fkey)) do
-      if tonumber(f) <= floor then stale[#stale + 1] = f end
-    end
-  else
-    for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
-  end
-  if #stale > 0 then redis.call('HDEL', fkey, unpack(stale)) end
+  for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
+  redis.call('HDEL', fkey, unpack(stale))
 end
 
 -- Buckets are pruned and counted against the batch's final newest bucket: an event older than
@@ -260,13 +275,12 @@ local function write_popularity(c)
 end
 
 local function write(c)
-  if c.key == pop_key then
+  if KIND == 'p' then
     write_popularity(c)
   else
     write_buckets(c, 'm')
     write_buckets(c, 'h')
   end
-  for f, n in pairs(c.incr) do redis.call('HINCRBY', c.key, f, n) end
   local fields = {}
   for f, value in pairs(c.set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
   if #fields > 0 then
@@ -282,13 +296,10 @@ local function write(c)
   end
 end
 
-local applied, skipped = 0, 0
-for _, e in ipairs(events) do
-  if apply_user(e) then applied = applied + 1 else skipped = skipped + 1 end
-  apply_session(e)
-  apply_item(e)
-  apply_category(e)
-  apply_popularity(e)
-end
+local APPLY = {
+  u = apply_user, s = apply_session, i = apply_item, c = apply_category, p = apply_popularity,
+}
+local apply = APPLY[KIND]
+for _, e in ipairs(events) do apply(e) end
 for _, key in ipairs(order) do write(cache[key]) end
 return {applied, skipped}

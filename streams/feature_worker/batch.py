@@ -1,4 +1,4 @@
-"""A batch of validated events with their source positions, flattened into the script's ARGV."""
+"""A batch of validated events with their source positions, grouped into per-entity script calls."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from streams.features.definitions import (
     SEQUENCE_LENGTH,
     TYPE_CODES,
 )
+from streams.features.keys import FeatureKeys, popularity_shard
 
 DEFAULT_USER_TTL_S = 30 * 86_400
 DEFAULT_SESSION_TTL_S = 86_400
@@ -36,9 +37,9 @@ class PositionedEvent:
     event: InteractionEvent
 
 
-def script_header(key_prefix: str, ttls: KeyTtls) -> list[str]:
+def script_header(ttls: KeyTtls) -> list[str]:
+    """The script's ARGV before the entity kind and its events."""
     return [
-        key_prefix,
         str(SEQUENCE_LENGTH),
         str(MINUTE_BUCKETS),
         str(HOUR_BUCKETS),
@@ -54,22 +55,53 @@ def timestamp_text(ts: float) -> str:
     return repr(ts)
 
 
-def event_fields(item: PositionedEvent) -> list[str]:
+def event_line(item: PositionedEvent, category: str) -> str:
     e = item.event
-    category = e.context.category if e.context is not None and e.context.category else ""
+    return (
+        f"{item.partition}\t{item.offset}\t{e.user_id}\t{e.session_id}\t{e.item_id}\t"
+        f"{category}\t{TYPE_CODES[e.event_type]}\t{timestamp_text(e.timestamp)}"
+    )
+
+
+@dataclass(frozen=True)
+class EntityCall:
+    """One script call: events (script lines, in stream order) for one entity of one kind."""
+
+    kind: str
+    """u (user), s (session), i (item), c (category) or p (a popularity shard)."""
+    key: str
+    lines: str
+
+
+def entity_calls(
+    keys: FeatureKeys, batch: Sequence[PositionedEvent], max_events: int
+) -> list[EntityCall]:
+    """The batch grouped per entity, each entity's events kept in stream order and cut into
+    calls of at most `max_events` (the bound on how long one call holds Redis).
+
+    Entities never read each other's state, so applying entity by entity is the same as
+    applying the events one at a time; only the order within an entity matters."""
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for item in batch:
+        e = item.event
+        category = e.context.category if e.context is not None and e.context.category else ""
+        line = event_line(item, category)
+        targets = [
+            ("u", keys.user(e.user_id)),
+            ("s", keys.session(e.session_id)),
+            ("i", keys.item(e.item_id)),
+            ("p", keys.popularity(popularity_shard(e.item_id))),
+        ]
+        if category:
+            targets.append(("c", keys.category(category)))
+        for kind, key in targets:
+            group = groups.get(key)
+            if group is None:
+                groups[key] = (kind, [line])
+            else:
+                group[1].append(line)
     return [
-        str(item.partition),
-        str(item.offset),
-        e.user_id,
-        e.session_id,
-        e.item_id,
-        category,
-        TYPE_CODES[e.event_type],
-        timestamp_text(e.timestamp),
+        EntityCall(kind, key, "\n".join(lines[start : start + max_events]))
+        for key, (kind, lines) in groups.items()
+        for start in range(0, len(lines), max_events)
     ]
-
-
-def script_args(key_prefix: str, ttls: KeyTtls, batch: Sequence[PositionedEvent]) -> list[str]:
-    """The header, then every event as one tab-separated line of one text argument."""
-    lines = "\n".join("\t".join(event_fields(item)) for item in batch)
-    return [*script_header(key_prefix, ttls), lines]

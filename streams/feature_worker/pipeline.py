@@ -92,15 +92,15 @@ class FeaturePipeline:
         self._metrics.batch_seconds.observe(time.perf_counter() - started)
         return outcome
 
+    async def close(self) -> None:
+        await self._writer.close()
+
     async def _apply(
         self, valid: list[tuple[SourceRecord, PositionedEvent]]
     ) -> tuple[ApplyOutcome, list[Rejected]]:
-        """Applies the batch one chunk (one script call) at a time.
-
-        Redis runs a script atomically: a call folding hundreds of events blocks every other
-        client (the scorer's reads) for tens of ms. Chunks bound that stall at a few ms, and the
-        per-event cost dominates the extra round trips. Chunks already applied when a later one
-        fails stay applied: their entities' applied offsets make a retry skip them."""
+        """Applies the batch one chunk (one pipelined round trip) at a time. Chunks already
+        applied when a later one fails stay applied: their entities' applied offsets make a
+        retry skip them."""
         applied = skipped = 0
         failed: list[Rejected] = []
         for start in range(0, len(valid), self._chunk):
@@ -118,8 +118,8 @@ class FeaturePipeline:
         except ResponseError as exc:
             logger.error("chunk rejected by redis, isolating events error=%s", type(exc).__name__)
         # A reply that retrying cannot fix: apply one by one so only the culprits are rejected.
-        # The script folds a chunk before writing anything, so a failed chunk wrote nothing, and
-        # entities already written are protected by their applied offsets anyway.
+        # Each entity's call folds before writing anything, so a failed call wrote nothing, and
+        # entities already written are protected by their applied offsets.
         applied = skipped = 0
         failed: list[Rejected] = []
         for record, event in valid:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
@@ -17,7 +16,7 @@ class StreamSettings(ServiceSettings):
     group_id: str = Field(
         "streamrec-features",
         pattern=r"^[a-zA-Z0-9._-]{1,128}$",
-        description="Consumer group (the faust app id): every worker of one deployment shares it.",
+        description="Consumer group: every worker of one deployment shares it.",
     )
     instance_id: str | None = Field(
         None,
@@ -26,14 +25,19 @@ class StreamSettings(ServiceSettings):
         "partitions back at once instead of waiting for its old session to expire.",
     )
     batch_max_events: int = Field(
-        1000, ge=1, le=20_000, description="Events per batch (one commit per batch; applied in "
-        "script_chunk_events chunks)."
+        2000, ge=1, le=20_000, description="Records per batch: one Kafka consume, one Redis "
+        "round trip, one offset store.",
     )
-    script_chunk_events: int = Field(
-        4, ge=1, le=20_000, description="Events per Redis script call: Redis runs a script "
-        "atomically, so this bounds how long one call blocks other clients (the scorer). Small "
-        "chunks keep the scorer's wait near a millisecond at the cost of worker CPU and backlog "
-        "throughput (docs/performance.md). Raise it for a backfill no scorer shares.",
+    call_events: int = Field(
+        100, ge=1, le=20_000, description="Most events of one entity per Redis script call: "
+        "Redis runs a script atomically, so this bounds how long one call blocks other clients "
+        "(the scorer) at about half a millisecond. Raise it for a backfill no scorer shares.",
+    )
+    durable_after_s: float = Field(
+        2.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "
+        "after Redis acknowledged its writes: with `appendfsync everysec`, Redis fsyncs its AOF "
+        "at least once a second, so by then the writes survive a crash of the machine, not only "
+        "of Redis. 0 for a Redis with `appendfsync always` (durable when acknowledged).",
     )
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."
@@ -68,7 +72,6 @@ class StreamSettings(ServiceSettings):
         "(`s:{id}`, its sequence) expire this long after its last applied event; every write "
         "resets it. A session idle that long is over: a request naming it again starts afresh.",
     )
-    datadir: Path = Field(Path(".streamrec/faust"), description="faust's local state folder.")
     service_name: str = Field("streams", description="Recorded in dead letters.")
 
     def key_ttls(self) -> KeyTtls:

@@ -1,29 +1,42 @@
-"""The feature worker: a faust app whose one agent turns `interactions` into Redis features.
+"""The feature worker: a batch loop that turns `interactions` into Redis features.
 
 Run with `streamrec stream`; every setting comes from STREAMREC_* variables
 (streams/feature_worker/settings.py). Workers sharing `group_id` split the partitions.
 
-Acknowledgement: faust acks the events of a `take_events` batch when the loop body returns, and
-commits acked offsets periodically and on rebalance or stop. The body returns only after the
-batch is applied and its dead letters are flushed, so a commit never covers unapplied events.
+Each turn consumes up to `batch_max_events` records with confluent-kafka (waiting at most
+`batch_within_s` for the first), validates and applies them (pipeline.py: one pipelined Redis
+round trip of per-entity script calls, dead letters flushed), and only then stores the batch's
+next offsets; librdkafka commits stored offsets every second, before partitions are revoked and
+on close. The cost per record is a decode and a line of text; everything else is per batch.
+
+Durable before committed: Redis acknowledges a write after writing it to its AOF (so a crash of
+Redis alone loses nothing acknowledged), and fsyncs the AOF once a second (`appendfsync
+everysec`, deploy/local/redis.py). A batch's offsets are stored only `durable_after_s` after the
+acknowledgement, past that fsync horizon, so a commit never covers an effect a crash of the
+machine could lose, at no cost to Redis (docs/architecture.md). A worker that stops or loses
+partitions before then leaves those offsets uncommitted: re-read, and skipped as applied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
+import signal
+import time
+from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from types import FrameType
 
-import faust
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from schemas.topics import INTERACTIONS
-from streams.feature_worker.fetch_batching import BatchingApp, FetchBatching
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.feature_worker.settings import StreamSettings
 from streams.feature_worker.writer import FeatureWriter
+from streams.kafka.consumer import BatchConsumer, next_offsets
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
@@ -35,172 +48,164 @@ EXIT_ABANDONED_BATCH = 75
 _STOP_GRACE_S = 5.0
 
 
-def _broker_urls(settings: StreamSettings) -> list[str]:
-    return [f"kafka://{server.strip()}" for server in settings.kafka.bootstrap_servers.split(",")]
+def consumer_overrides(settings: StreamSettings) -> dict[str, object]:
+    """librdkafka settings of the worker on top of BatchConsumer's (manual offset store)."""
+    overrides: dict[str, object] = {
+        # Stored offsets only: commits move no further than what Redis has durably applied.
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 1000,
+        "fetch.min.bytes": settings.fetch_min_bytes,
+        "fetch.wait.max.ms": settings.fetch_max_wait_ms,
+        "session.timeout.ms": int(settings.session_timeout_s * 1000),
+        "heartbeat.interval.ms": int(min(3.0, settings.session_timeout_s / 3) * 1000),
+    }
+    if settings.instance_id is not None:
+        overrides["group.instance.id"] = settings.instance_id
+    return overrides
 
 
-def broker_credentials(settings: StreamSettings) -> Any:
-    """faust's form of the connection's security: the same protocol librdkafka clients use, so
-    `SSL` is TLS here too and SASL without a principal or password fails at start."""
-    kafka = settings.kafka
-    ssl_context = None
-    if kafka.uses_tls:
-        import ssl
-
-        ssl_context = ssl.create_default_context(cafile=kafka.ssl_ca_location)
-    if not kafka.uses_sasl:
-        return faust.SSLCredentials(ssl_context) if ssl_context is not None else None
-    username, password = kafka.credentials()
-    return faust.SASLCredentials(
-        username=username,
-        password=password,
-        mechanism=kafka.sasl_mechanism,
-        ssl_context=ssl_context,
-    )
-
-
-def create_app(settings: StreamSettings) -> BatchingApp:
-    settings.datadir.mkdir(parents=True, exist_ok=True)
-    return BatchingApp(
-        settings.group_id,
-        fetch_batching=FetchBatching(settings.fetch_min_bytes, settings.fetch_max_wait_ms),
-        broker=_broker_urls(settings),
-        broker_credentials=broker_credentials(settings),
-        value_serializer="raw",
-        key_serializer="raw",
-        # The catalog creates and owns the topics; a worker declares nothing.
-        topic_allow_declare=False,
-        topic_disable_leader=True,
-        web_enabled=False,
-        datadir=str(settings.datadir / settings.group_id),
-        consumer_auto_offset_reset="earliest",
-        consumer_group_instance_id=settings.instance_id,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
-        broker_request_timeout=max(90.0, settings.session_timeout_s + 5),
-        broker_commit_interval=1.0,
-        # Bounded in-memory buffering: the fetcher pauses when the stream buffer is full.
-        stream_buffer_maxsize=max(4096, 2 * settings.batch_max_events),
-    )
-
-
-def _records(events: Sequence[Any]) -> list[SourceRecord]:
+def source_records(messages: Sequence[Message]) -> list[SourceRecord]:
     records = []
-    for event in events:
-        m = event.message
+    for m in messages:
+        ts_type, ts = m.timestamp()
         records.append(
             SourceRecord(
-                topic=m.topic,
-                partition=m.partition,
-                offset=m.offset,
-                key=m.key,
-                value=m.value,
-                timestamp_ms=int(m.timestamp * 1000) if m.timestamp else None,
+                m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value(),
+                ts if ts_type and ts >= 0 else None,
             )
         )
     return records
 
 
-def _observe_lag(app: faust.App, metrics: StreamMetrics, events: Sequence[Any]) -> None:
-    last: dict[Any, int] = {}
-    for event in events:
-        last[event.message.tp] = event.message.offset
-    for tp, offset in last.items():
-        try:
-            highwater = app.consumer.highwater(tp)
-        except Exception:  # the consumer may be mid-rebalance; the next batch will report
-            continue
-        if highwater is not None:
-            metrics.consumer_lag.labels(str(tp.partition)).set(max(0, highwater - offset - 1))
+class FeatureWorker:
+    """The consume -> apply -> store loop, with the rebalance bookkeeping it needs."""
 
-
-def attach_agent(app: faust.App, settings: StreamSettings, metrics: StreamMetrics) -> None:
-    topic = app.topic(
-        settings.kafka.topic(INTERACTIONS),
-        value_serializer="raw",
-        key_serializer="raw",
-        allow_empty=True,  # a null value is a record too: it goes to the dead-letter topic
-    )
-    producer = EventProducer(settings.kafka)
-    dead_letters = DeadLetterWriter(producer, settings.service_name)
-    backoff = Backoff(settings.retry_initial_s, settings.retry_max_s)
-
-    @app.on_partitions_assigned.connect
-    async def _assigned(sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
-        # faust sends the new assignment (a set of TPs) as the first positional argument.
-        metrics.assigned_partitions.set(len(args[0]) if args else 0)
-
-    @app.agent(topic, concurrency=1)
-    async def features(stream: Any) -> None:
+    def __init__(self, settings: StreamSettings, metrics: StreamMetrics) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._assigned: set[int] = set()
+        self._pending: deque[tuple[float, list[TopicPartition]]] = deque()
+        """(acknowledged at, next offsets) of applied batches not yet past the fsync horizon."""
+        self._stopping = False
+        self._loop = asyncio.new_event_loop()
+        producer = EventProducer(settings.kafka)
         writer = FeatureWriter(
-            FeatureWriter.connect(settings.redis), settings.redis.key_prefix, settings.key_ttls()
+            FeatureWriter.connect(settings.redis), settings.redis.key_prefix,
+            settings.key_ttls(), settings.call_events,
         )
-        pipeline = FeaturePipeline(
-            writer, dead_letters, producer, metrics, backoff, settings.script_chunk_events,
+        self._pipeline = FeaturePipeline(
+            writer, DeadLetterWriter(producer, settings.service_name), producer, metrics,
+            Backoff(settings.retry_initial_s, settings.retry_max_s), settings.batch_max_events,
             max_future_skew_s=settings.max_future_skew_s,
         )
-        async for events in stream.take_events(settings.batch_max_events, settings.batch_within_s):
-            await _process_or_abandon(pipeline, events)
-            _observe_lag(app, metrics, events)
+        self._consumer = BatchConsumer(
+            settings.kafka, settings.group_id, [settings.kafka.topic(INTERACTIONS)],
+            on_assign=self._on_assign, on_revoke=self._on_revoke,
+            overrides=consumer_overrides(settings),
+        )
 
+    def _on_assign(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned.update(tp.partition for tp in partitions)
+        self._metrics.assigned_partitions.set(len(self._assigned))
 
-async def _process_or_abandon(pipeline: FeaturePipeline, events: Sequence[Any]) -> None:
-    """Processes a batch; a batch that cannot be finished is abandoned without any commit.
+    def _on_revoke(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        # Callbacks run inside consume(), between batches: every batch handed out before has
+        # been applied and stored, so the commit librdkafka makes now covers all of it.
+        self._assigned.difference_update(tp.partition for tp in partitions)
+        self._metrics.assigned_partitions.set(len(self._assigned))
+        gone = {tp.partition for tp in partitions}
+        self._pending = deque(
+            (at, [tp for tp in offsets if tp.partition not in gone])
+            for at, offsets in self._pending
+        )
 
-    take_events acks a batch on the way out whether or not it was applied, and faust commits
-    acked offsets when it stops. So on stop the batch gets a short grace period to finish; if it
-    cannot (Redis down) or processing failed, the process exits at once, without a commit, and
-    the batch is re-read (idempotently) by whoever owns the partitions next.
-    """
-    task = asyncio.ensure_future(pipeline.process(_records(events)))
-    try:
-        await asyncio.shield(task)
-        return
-    except asyncio.CancelledError:
+    def stop(self, signum: int, _: FrameType | None) -> None:
+        if not self._stopping:
+            logger.info("stopping feature worker signal=%d", signum)
+        self._stopping = True
+        if not self._loop.is_closed():
+            # A batch still waiting for Redis gets a grace period, then is abandoned uncommitted.
+            self._loop.call_soon_threadsafe(
+                self._loop.call_later, _STOP_GRACE_S, _abandon, "stopped"
+            )
+
+    def run(self) -> None:
+        settings = self._settings
+        gc.collect()
+        gc.freeze()  # start-up objects never need scanning again: cheaper collections
         try:
-            await asyncio.wait_for(task, timeout=_STOP_GRACE_S)
-        except BaseException:
-            _abandon("stopped", len(events))
-        raise
-    except BaseException:
-        logger.exception("batch processing failed events=%d", len(events))
-        _abandon("failed", len(events))
+            while not self._stopping:
+                messages = self._consumer.poll_batch(
+                    settings.batch_max_events, settings.batch_within_s
+                )
+                if messages:
+                    self._process(messages)
+                self._store_durable(time.monotonic() - settings.durable_after_s)
+            if self._pending:  # stopping: wait out the horizon, then commit everything applied
+                time.sleep(max(0.0, self._pending[-1][0] + settings.durable_after_s
+                               - time.monotonic()))
+                self._store_durable(time.monotonic())
+        finally:
+            self._consumer.close()  # commits what was stored
+            self._loop.run_until_complete(self._pipeline.close())
+            self._loop.close()
+
+    def _process(self, messages: list[Message]) -> None:
+        try:
+            self._loop.run_until_complete(self._pipeline.process(source_records(messages)))
+        except Exception:
+            logger.exception("batch processing failed events=%d", len(messages))
+            _abandon("failed")
+        self._pending.append((time.monotonic(), next_offsets(messages)))
+        self._observe_lag(messages)
+
+    def _store_durable(self, acknowledged_by: float) -> None:
+        """Stores the offsets of batches acknowledged by `acknowledged_by` (monotonic s)."""
+        latest: dict[int, TopicPartition] = {}
+        while self._pending and self._pending[0][0] <= acknowledged_by:
+            for tp in self._pending.popleft()[1]:
+                latest[tp.partition] = tp
+        if not latest:
+            return
+        try:
+            self._consumer.raw.store_offsets(offsets=list(latest.values()))
+        except KafkaException as exc:
+            # Partitions taken away meanwhile: their new owner reads them again (idempotent).
+            logger.warning("offsets not stored reason=%s", exc.args[0])
+
+    def _observe_lag(self, messages: list[Message]) -> None:
+        for tp in next_offsets(messages):
+            try:
+                _, high = self._consumer.raw.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                self._metrics.consumer_lag.labels(str(tp.partition)).set(max(0, high - tp.offset))
 
 
-def _abandon(kind: str, events: int) -> None:
-    logger.critical(
-        "worker %s holding an unapplied batch events=%d; exiting without commit", kind, events
-    )
+def _abandon(kind: str) -> None:
+    logger.critical("worker %s holding an unapplied batch; exiting without commit", kind)
     logging.shutdown()
     os._exit(EXIT_ABANDONED_BATCH)
-
-
-def _warn_about_missing_codecs() -> None:
-    from aiokafka.codec import has_lz4
-
-    if not has_lz4():
-        # EventProducer compresses with lz4; aiokafka needs the `lz4` package to read that, and
-        # without it the fetcher fails on the first such batch (the worker stops; nothing is
-        # committed past it, so no event is lost, but none is applied either).
-        logger.error("lz4 codec unavailable: install `lz4` to read lz4-compressed interactions")
 
 
 def main() -> None:
     settings = StreamSettings()
     settings.apply_cpu_nice()
-    _warn_about_missing_codecs()
-    level = os.environ.get("STREAMREC_LOG_LEVEL", "INFO").lower()
+    level = os.environ.get("STREAMREC_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     metrics = StreamMetrics()
     metrics.serve(settings.metrics_port)
-    app = create_app(settings)
-    attach_agent(app, settings, metrics)
+    worker = FeatureWorker(settings, metrics)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
     logger.info(
         "starting feature worker group=%s topic=%s key_prefix=%s",
         settings.group_id,
         settings.kafka.topic(INTERACTIONS),
         settings.redis.key_prefix,
     )
-    faust.Worker(app, loglevel=level, quiet=True).execute_from_commandline()
+    worker.run()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Writes a batch of events into Redis in one round trip: one EVALSHA of apply.lua per batch."""
+"""Writes a batch of events into Redis in one round trip: one EVALSHA of apply.lua per entity."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
+import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
@@ -20,8 +21,11 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_args
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, entity_calls, script_header
+from streams.features.keys import FeatureKeys
+from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
+from streams.redis.resp import Arg
 from streams.redis.script_connection import ScriptConnection
 
 logger = logging.getLogger(__name__)
@@ -54,12 +58,13 @@ def is_transient_reply(error: ResponseError) -> bool:
     return isinstance(error, _TRANSIENT_ERRORS) or str(error).startswith(_TRANSIENT_CODES)
 
 
-class ScriptRunner(Protocol):
-    """What the writer needs from a Redis client (redis-py's asyncio client has it too)."""
+class ScriptPipeline(Protocol):
+    """What the writer needs from a Redis client: commands sent together, every reply back (an
+    error reply as its exception value) in order."""
 
-    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any: ...
+    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
-    async def script_load(self, script: str) -> Any: ...
+    async def execute(self, *command: Arg) -> Any: ...
 
     async def aclose(self) -> None: ...
 
@@ -71,33 +76,65 @@ class ApplyOutcome:
     """Events their user had already applied (re-deliveries and replays)."""
 
 
-class FeatureWriter:
-    """Applies batches through the `streams` ACL user; idempotent per (partition, offset)."""
+DEFAULT_CALL_EVENTS = 100
 
-    def __init__(self, client: ScriptRunner, key_prefix: str, ttls: KeyTtls = KeyTtls()) -> None:
+
+class FeatureWriter:
+    """Applies batches through the `streams` ACL user; idempotent per (partition, offset).
+
+    A batch becomes one script call per entity (events grouped in Python, order kept, see
+    batch.py), all sent in one pipeline: one round trip per batch, each call one hash slot and
+    at most `call_events` events, so no call holds Redis (and the scorer's reads) for long."""
+
+    def __init__(
+        self,
+        client: ScriptPipeline,
+        key_prefix: str,
+        ttls: KeyTtls = KeyTtls(),
+        call_events: int = DEFAULT_CALL_EVENTS,
+    ) -> None:
         self._client = client
-        self._prefix = key_prefix
-        self._ttls = ttls
+        self._keys = FeatureKeys(key_prefix)
+        self._header = script_header(ttls)
+        self._call_events = call_events
 
     @staticmethod
-    def connect(connection: RedisConnection) -> ScriptConnection:
+    def connect(connection: RedisConnection) -> ScriptPipeline:
         """A lean asyncio connection with the connection's user and timeout (never blocks the
-        loop; see streams/redis/script_connection.py)."""
+        loop; see streams/redis/script_connection.py), or on a cluster redis-py's cluster
+        pipeline, which routes each call to its slot's master."""
+        if connection.cluster:
+            client = connection.async_client()
+            assert isinstance(client, aioredis.RedisCluster)
+            return ClusterScripts(client)
         return ScriptConnection(connection)
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        args = script_args(self._prefix, self._ttls, batch)
-        try:
-            reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
-        except NoScriptError:
-            # A restarted or failed-over Redis has an empty script cache: load and run again.
+        calls = entity_calls(self._keys, batch, self._call_events)
+        commands: list[tuple[Arg, ...]] = [
+            ("EVALSHA", SCRIPT_SHA, 1, call.key, *self._header, call.kind, call.lines)
+            for call in calls
+        ]
+        replies = await self._client.pipeline(commands)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            # A restarted or failed-over Redis has an empty script cache: load, send those again
+            # (in their order, so an entity's calls still apply in stream order).
             logger.info("loading feature script sha=%s", SCRIPT_SHA)
-            await self._client.script_load(SCRIPT)
-            reply = await self._client.evalsha(SCRIPT_SHA, 0, *args)
-        applied, skipped = reply
-        return ApplyOutcome(int(applied), int(skipped))
+            await self._client.execute("SCRIPT", "LOAD", SCRIPT)
+            again = await self._client.pipeline([commands[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        applied = skipped = 0
+        for call, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            if call.kind == "u":
+                applied += int(reply[0])
+                skipped += int(reply[1])
+        return ApplyOutcome(applied, skipped)
 
     async def close(self) -> None:
         await self._client.aclose()

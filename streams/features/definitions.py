@@ -20,6 +20,10 @@ HOUR_BUCKETS = 168
 POPULARITY_HOURS = 24
 """Hourly popularity sorted sets kept (the recent-popularity baseline's window)."""
 
+POPULARITY_SHARDS = 8
+"""Shards of the global popularity keys (by item id hash): spread over hash slots, hence over a
+cluster's masters, instead of one hot key every batch writes."""
+
 TYPE_CODES: dict[EventType, str] = {
     EventType.VIEW: "view",
     EventType.CLICK: "click",

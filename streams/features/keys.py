@@ -7,7 +7,16 @@ keys collide: `<kind>:{<id>}<suffix>` is injective over (kind, id, suffix).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+
+from streams.features.definitions import POPULARITY_SHARDS
+
+
+def popularity_shard(item_id: str) -> int:
+    """The popularity shard an item's counts go to: fixed per item, so an item's hourly count
+    lives in exactly one shard and readers merge shards without double counting."""
+    return zlib.crc32(item_id.encode()) % POPULARITY_SHARDS
 
 
 @dataclass(frozen=True)
@@ -32,9 +41,14 @@ class FeatureKeys:
     def category(self, category: str) -> str:
         return f"{self.prefix}c:{{{category}}}"
 
-    def popularity(self) -> str:
-        """Global totals (priors for target encoding) and the newest popularity hour."""
-        return f"{self.prefix}pop:{{all}}"
+    def popularity(self, shard: int) -> str:
+        """One shard of the global totals (priors for target encoding) and its newest
+        popularity hour. Global keys are sharded (each shard its own hash slot) so the writes of
+        every batch do not serialise on one key; readers sum or merge all shards."""
+        return f"{self.prefix}pop:{{{shard}}}"
 
-    def popularity_hour(self, hour: int) -> str:
-        return f"{self.popularity()}:h{hour}"
+    def popularity_hour(self, shard: int, hour: int) -> str:
+        return f"{self.popularity(shard)}:h{hour}"
+
+    def popularity_shards(self) -> list[str]:
+        return [self.popularity(shard) for shard in range(POPULARITY_SHARDS)]

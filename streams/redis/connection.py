@@ -2,6 +2,12 @@
 
 Each service logs in as its own ACL user (see deploy/redis). Passwords come from the settings or,
 for the local stack, from the secrets folder that `streamrec up` fills (never from the repo).
+
+The one place clients are built: `client()` and `async_client()` return redis-py's `Redis`, or
+its `RedisCluster` when `cluster` is set (STREAMREC_REDIS__CLUSTER=true). A cluster client learns
+every node from `host:port` (any one of them) and sends each command to the master of its key's
+slot, so callers keep every multi-key command and transaction within one slot; non-transactional
+pipelines may span slots (redis-py splits them per node and keeps the replies' order).
 """
 
 from __future__ import annotations
@@ -15,12 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 LOCAL_SECRETS_DIR = Path(".streamrec/secrets")
 
+SyncClient = redis.Redis | redis.RedisCluster
+"""What `RedisConnection.client()` returns; both have the commands and pipelines services use."""
+AsyncClient = aioredis.Redis | aioredis.RedisCluster
+
 
 class RedisConnection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     host: str = "127.0.0.1"
     port: int = Field(6379, ge=1, le=65535)
+    cluster: bool = Field(
+        False, description="host:port is a node of a Redis Cluster: clients discover the others "
+        "and route each key to its slot's master (redis-py's RedisCluster).",
+    )
     username: str = Field(
         "streams", description="ACL user: streams, scorer, trainer, monitor, admin."
     )
@@ -52,9 +66,13 @@ class RedisConnection(BaseModel):
             "health_check_interval": 30,
         }
 
-    def client(self) -> redis.Redis:
+    def client(self) -> SyncClient:
+        if self.cluster:
+            return redis.RedisCluster(**self._options())
         return redis.Redis(**self._options())
 
-    def async_client(self) -> aioredis.Redis:
+    def async_client(self) -> AsyncClient:
         """The same connection for asyncio services (never blocks the event loop)."""
+        if self.cluster:
+            return aioredis.RedisCluster(**self._options())
         return aioredis.Redis(**self._options())

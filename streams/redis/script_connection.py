@@ -1,10 +1,10 @@
 """The feature worker's Redis connection for script calls, without redis-py's per-call Python.
 
-The worker makes a script call per few events (see `STREAMREC_SCRIPT_CHUNK_EVENTS`). Through
-redis-py's asyncio client one EVALSHA cost ~230 us of the worker's CPU on a quiet machine of
-this kind (connection-pool lock, command packing, a timeout context, the reader task), against
-~60-75 us here: the command is packed into one RESP buffer, written on an asyncio transport, and
-the reply parsed by hiredis in `data_received`, which resolves the caller's future directly.
+The worker sends a batch's script calls (one per entity) as one pipeline. Through redis-py's
+asyncio client one EVALSHA cost ~230 us of the worker's CPU on a quiet machine of this kind
+(connection-pool lock, command packing, a timeout context, the reader task), against ~60-75 us
+here: commands are packed into one RESP buffer, written on an asyncio transport, and the replies
+parsed by hiredis in `data_received`, which resolves the callers' futures directly.
 
 Failures surface as the redis-py exceptions the pipeline already handles: a lost or refused
 connection is `redis.ConnectionError`, no reply within the socket timeout is
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import hiredis
@@ -77,8 +78,8 @@ class _Replies(asyncio.Protocol):
 
 class ScriptConnection:
     """One TCP connection, opened on first use and after any failure. Calls may overlap (replies
-    are matched to calls in order, and one connection is opened at a time); the worker makes one
-    at a time."""
+    are matched to calls in order, and one connection is opened at a time); the worker sends one
+    pipeline at a time."""
 
     def __init__(self, connection: RedisConnection) -> None:
         self._address = (connection.host, connection.port)
@@ -100,6 +101,36 @@ class ScriptConnection:
             if self._replies is not None:
                 self._replies.fail(exceptions.ConnectionError("redis script connection closed"))
             self._replies = None
+
+    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Every command's reply, an error reply as its exception (not raised), from one write.
+
+        Redis answers in order, so the last reply arriving means all have; a lost connection or
+        a missing reply raises (as `execute` does) and the caller re-sends the lot."""
+        if not commands:
+            return []
+        replies = await self._connected()
+        transport = replies.transport
+        if transport is None:
+            raise exceptions.ConnectionError("redis script connection closed")
+        data = pack(commands)
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[Any]] = [loop.create_future() for _ in commands]
+        replies.waiting.extend(futures)
+        try:
+            transport.write(data)
+        except Exception as error:
+            replies.fail(exceptions.ConnectionError(f"redis script connection: {error!r}"))
+            raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
+        last = futures[-1]
+        expiry = loop.call_later(self._timeout_s, self._expire, replies, last)
+        try:
+            await asyncio.wait([last])
+        finally:
+            expiry.cancel()
+        if isinstance(last.exception(), exceptions.ConnectionError | exceptions.TimeoutError):
+            raise last.exception()  # type: ignore[misc]
+        return [f.exception() or f.result() for f in futures]
 
     async def execute(self, *command: Arg) -> Any:
         """One command's reply; a connection found closed is reopened first."""

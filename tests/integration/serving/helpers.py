@@ -74,7 +74,7 @@ def events(user: str, items: Sequence[str], start: float | None = None) -> list[
 
 class FeatureFeed:
     """Events go through Kafka and the feature writer's Lua script into Redis, with their real
-    partitions and offsets (a stand-in for the streams worker, which runs faust)."""
+    partitions and offsets (a stand-in for the feature worker process)."""
 
     def __init__(self, kafka: KafkaConnection, redis_connection: RedisConnection) -> None:
         self.kafka = kafka

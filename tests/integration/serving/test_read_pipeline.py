@@ -8,8 +8,8 @@ import redis
 from schemas.recommendations import RecommendationRequest
 from serving.features import RedisFeatureReader
 from serving.read_pipeline import ReadPipeline
-from streams.features.keys import FeatureKeys
-from streams.redis.connection import RedisConnection
+from streams.features.keys import FeatureKeys, popularity_shard
+from streams.redis.connection import RedisConnection, SyncClient
 
 pytestmark = pytest.mark.integration
 
@@ -23,15 +23,17 @@ def pipeline(
     )
 
 
-def seed(admin: redis.Redis, prefix: str) -> None:
+def seed(admin: SyncClient, prefix: str) -> None:
     keys = FeatureKeys(prefix)
     admin.hset(keys.user("u1"), mapping={"last_ts": "100.5", "n_view": "3", "n_click": "1"})
     admin.lpush(keys.user_sequence("u1"), "i1 90.000 view", "i2 95.000 click", "i3 100.500 view")
     admin.hset(keys.session("s1"), mapping={"last_ts": "100.5", "n": "2"})
     admin.lpush(keys.session_sequence("s1"), "i2 95.000 click", "i3 100.500 view")
-    admin.hset(keys.popularity(), "mx_h", "7")
-    admin.zadd(keys.popularity_hour(7), {"i3": 5, "i1": 2})
-    admin.zadd(keys.popularity_hour(6), {"i2": 8})
+    # Popularity shards as the worker writes them: each item in its own shard.
+    for item, hour, score in (("i3", 7, 5), ("i1", 7, 2), ("i2", 6, 8)):
+        shard = popularity_shard(item)
+        admin.hset(keys.popularity(shard), "mx_h", str(hour))
+        admin.zadd(keys.popularity_hour(shard, hour), {item: score})
     admin.sadd(f"{prefix}cfg:{{serving}}:unavailable", "i9")
 
 

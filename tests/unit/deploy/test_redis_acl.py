@@ -32,3 +32,12 @@ def test_read_only_services_get_no_write_or_script_rights() -> None:
     for user in ("scorer", "trainer", "monitor"):
         assert "+@write" not in USERS[user]
         assert "+@scripting" not in USERS[user]
+
+
+def test_service_users_may_learn_the_cluster_topology_and_nothing_more_of_cluster() -> None:
+    for user, rules in USERS.items():
+        if user == "admin":
+            continue
+        granted = rules.split(" ")
+        assert granted[-3:] == ["+cluster|slots", "+cluster|shards", "+cluster|info"]
+        assert granted.index("-@dangerous") < granted.index("+cluster|slots")

@@ -24,8 +24,7 @@ from tests.integration.kafka_helpers import read_all
 
 
 def producer(kafka: KafkaConnection) -> EventProducer:
-    # Uncompressed: aiokafka cannot read lz4 batches without the `lz4` package (see report).
-    return EventProducer(kafka, **{"compression.type": "none"})
+    return EventProducer(kafka)
 
 
 def produce(kafka: KafkaConnection, events: Iterable[InteractionEvent]) -> int:
@@ -83,7 +82,6 @@ def worker_env(
 
 def start_worker(env: dict[str, str], log_dir: Path) -> WorkerProcess:
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = {"STREAMREC_DATADIR": str(log_dir / "faust"), **env}
     return WorkerProcess(env, log_dir / f"worker-{uuid.uuid4().hex[:6]}.log").start()
 
 
@@ -92,16 +90,21 @@ def wait_until_applied(
 ) -> None:
     """Until the global hash says every partition's last valid offset is applied.
 
-    Whichever worker did it, and however often it restarted: the applied offsets are the truth.
+    Whichever worker did it, and however often it restarted: the applied offsets of the
+    popularity shards are the truth.
     """
     last: dict[int, int] = {}
     for e in events:
         last[e.partition] = max(last.get(e.partition, -1), e.offset)
-    key = FeatureKeys(connection.key_prefix).popularity()
+    shards = FeatureKeys(connection.key_prefix).popularity_shards()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        fields = cast(dict[bytes, bytes], admin.hgetall(key))
-        applied = {k.decode(): int(v) for k, v in fields.items() if k.startswith(b"_p")}
+        applied: dict[str, int] = {}
+        for key in shards:  # a partition's newest event is in the shard of its item
+            fields = cast(dict[bytes, bytes], admin.hgetall(key))
+            for k, v in fields.items():
+                if k.startswith(b"_p"):
+                    applied[k.decode()] = max(applied.get(k.decode(), -1), int(v))
         if all(applied.get(f"_p{p}", -1) >= o for p, o in last.items()):
             return
         time.sleep(0.25)

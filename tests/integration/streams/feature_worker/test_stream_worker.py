@@ -1,4 +1,4 @@
-"""The faust feature worker end to end on the real Kafka and Redis, run as child processes."""
+"""The feature worker end to end on the real Kafka and Redis, run as child processes."""
 
 from __future__ import annotations
 

@@ -209,12 +209,14 @@ class _ScriptlessRedis:
     def __init__(self) -> None:
         self.loaded: set[str] = set()
 
-    async def evalsha(self, sha: str, numkeys: int, *args: Any) -> list[int]:
-        if sha not in self.loaded:
-            raise NoScriptError("NOSCRIPT No matching script.")
-        return [1, 0]
+    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        return [
+            [1, 0] if command[1] in self.loaded else NoScriptError("NOSCRIPT No matching script.")
+            for command in commands
+        ]
 
-    async def script_load(self, script: str) -> str:
+    async def execute(self, *command: Any) -> Any:
+        assert command[:2] == ("SCRIPT", "LOAD")
         self.loaded.add(SCRIPT_SHA)
         return SCRIPT_SHA
 

@@ -1,0 +1,39 @@
+"""The feature worker's script pipeline on Redis Cluster, through redis-py's cluster pipeline.
+
+Every command the worker sends names one key (its entity, all of whose keys share a hash tag), so
+redis-py routes each to the master of that key's slot, sends each master its share in one
+pipeline, and returns the replies in the order given: the same contract as `ScriptConnection`.
+Per master the commands keep their order, so an entity's calls still apply in stream order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from streams.redis.resp import Arg
+
+
+class ClusterScripts:
+    def __init__(self, client: aioredis.RedisCluster) -> None:
+        self._client = client
+
+    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Every command's reply, an error reply as its exception (not raised)."""
+        if not commands:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
+
+    async def execute(self, *command: Arg) -> Any:
+        if [str(part).upper() for part in command[:2]] == ["SCRIPT", "LOAD"]:
+            return await self._client.script_load(str(command[2]))  # on every master
+        return await self._client.execute_command(*command)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
