@@ -112,6 +112,12 @@ class TrainSettings(ServiceSettings):
         "only events since the change and starts once this many seconds of them exist. "
         "None: the alert's change time is ignored and the whole window replayed at once."
     )
+    archive_dir: Path | None = Field(
+        None, description="Root of the window archive (`streamrec archive` writes it): set, a "
+        "full retrain reads its window from there and replays only the newer tail from Kafka. "
+        "None: the whole window is replayed from Kafka.",
+    )
+    archive_workers: int = Field(4, ge=1, le=64, description="Threads reading archive files.")
     retrain_budget_s: float = Field(300.0, gt=0, description="Wall-clock cap of a full retrain.")
     retrain_mode: Literal["scratch", "warm"] = Field(
         "scratch", description="Full retrain from a fresh initialisation or from current weights."
