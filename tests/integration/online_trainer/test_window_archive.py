@@ -3,10 +3,12 @@ retrain window read from the archive plus the Kafka tail against a pure Kafka re
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from deploy.generators.dataset_replay import frame_events
 from online_trainer.archive_job import archive_root, run_archive
@@ -14,6 +16,7 @@ from online_trainer.archive_loader import ArchiveLoader
 from online_trainer.archive_settings import ArchiveSettings
 from online_trainer.online_model import Interaction
 from online_trainer.replay import replay_window
+from online_trainer.retrain_job import run_retrain
 from online_trainer.window import load_window
 from schemas import DeadLetter, InteractionEvent, decode, encode
 from schemas.topics import INTERACTIONS, INTERACTIONS_DLQ
@@ -21,6 +24,7 @@ from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ARCHIVER, TRAINER
 from streams.kafka.producer import EventProducer
 from tests.integration.kafka_helpers import read_all
+from tests.integration.online_trainer.conftest import publish, train_settings
 
 
 def _produce(kafka: KafkaConnection, events: list[InteractionEvent], first_ms: int) -> None:
@@ -87,3 +91,18 @@ def test_archive_plus_tail_reads_exactly_the_examples_of_a_kafka_replay(
     assert archived.interactions == pure.interactions
     rows = sum(b.rows for b in archive.batches())
     assert rows == 8000  # no row archived twice across the three runs
+
+
+def test_a_retrain_with_an_archive_reads_it_and_replays_only_the_tail(
+    kafka: KafkaConnection, ml100k: pd.DataFrame, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    publish(kafka, ml100k.iloc[:2000])
+    settings = _settings(kafka, tmp_path)
+    assert run_archive(settings).rows == 2000
+    publish(kafka, ml100k.iloc[2000:3000])
+    trainer = train_settings(kafka, tmp_path, archive_dir=settings.archive_dir, archive_workers=2)
+    with caplog.at_level(logging.INFO, logger="online_trainer.window"):
+        version = run_retrain(1, trainer)
+    assert version
+    assert "archived=2000 replayed=1000 invalid=0" in caplog.text
