@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from online_trainer.archive import ArchivedRow, WindowArchive, event_day
 from online_trainer.archive_settings import ArchiveSettings
@@ -65,6 +65,7 @@ def run_archive(settings: ArchiveSettings, producer: EventProducer | None = None
         "group.id": settings.group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
     })
     try:
         job = _Job(settings, archive, consumer, producer)
@@ -133,6 +134,9 @@ class _Job:
 
     def _take(self, message: Message, pending: dict[int, _Pending], ends: dict[int, int]) -> None:
         error = message.error()
+        if error is not None and error.code() == KafkaError._PARTITION_EOF:
+            self._reached_end(message, pending, ends)
+            return
         if error is not None:
             logger.warning("consumer error code=%s reason=%s", error.code(), error.str())
             return
@@ -156,6 +160,19 @@ class _Job:
             else:
                 pending[position.partition] = _Pending(batch.next_offset,
                                                        next_offset=batch.next_offset)
+
+    def _reached_end(
+        self, message: Message, pending: dict[int, _Pending], ends: dict[int, int]
+    ) -> None:
+        """The end of a partition's log: the offsets up to the run's end that held no record
+        (transaction markers) are covered too, so the run does not wait for them."""
+        partition, offset = message.partition(), message.offset()
+        if partition is None or offset is None or partition not in pending:
+            return
+        if offset >= ends[partition]:
+            batch = pending.pop(partition)
+            batch.next_offset = ends[partition]
+            self._flush(partition, batch)
 
     def _flush(self, partition: int, batch: _Pending) -> None:
         if batch.next_offset <= batch.start:
