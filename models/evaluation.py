@@ -19,9 +19,11 @@ Transformer's own row.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,6 +49,7 @@ from models.virtual_items import GenrePages
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
+Float64Array = npt.NDArray[np.float64]
 DAY_S = 86_400
 BASELINES = ("popularity", "recent_popularity", "item_knn", "markov")
 PROTOCOL = (
@@ -264,23 +267,25 @@ def evaluate_dataset(
     split = leave_one_out(frame)
     if len(split.test.targets) == 0:
         raise ValueError("no user has the 3+ events leave-one-out needs")
+    content = (ItemContent.from_frame(items, split.item_ids) if items is not None
+               else ItemContent.empty(split.train.n_items))
+    pages = GenrePages(content, split.train.n_items) if items is not None else None
+    pool, futures = (start_variants(split, variant_recommenders(config, pages), exclude_seen)
+                     if variants else (None, []))
     recommenders = default_recommenders(config, exclude_seen)
     results = run_evaluation(split, recommenders, exclude_seen)
     transformer = next(r for r in recommenders if isinstance(r, SessionTransformerRecommender))
     if transformer.trainer is None:
         raise RuntimeError("the session Transformer was not fitted")
-    content = (ItemContent.from_frame(items, split.item_ids) if items is not None
-               else ItemContent.empty(split.train.n_items))
     rows, two_stage = two_stage_rows(
         split, transformer.trainer, content,
         default_rankers(config) if rankers is None else rankers, exclude_seen, TOP_K, config.seed,
     )
     results["session_transformer"][f"recall@{TOP_K}"] = two_stage[f"recall@{TOP_K}"]
     results.update(rows)
-    if variants:
-        pages = GenrePages(content, split.train.n_items) if items is not None else None
-        results.update(variant_rows(split, transformer, variant_recommenders(config, pages),
-                                    exclude_seen, config.seed))
+    if pool is not None:
+        results.update(variant_rows(split, transformer, futures, exclude_seen, config.seed))
+        pool.shutdown()
     return {
         "dataset": name,
         "protocol": PROTOCOL,
@@ -300,16 +305,34 @@ def evaluate_dataset(
     }
 
 
+def start_variants(
+    split: LeaveOneOutSplit, recommenders: Sequence[Recommender], exclude_seen: bool,
+) -> tuple[ProcessPoolExecutor, list[Future[tuple[str, dict[str, Any], Float64Array]]]]:
+    """Fits the variants in processes of their own, alongside the main models: each is a full
+    Transformer training, and one after another they would multiply the run's wall time."""
+    pool = ProcessPoolExecutor(max(1, len(recommenders)),
+                               mp_context=multiprocessing.get_context("spawn"))
+    return pool, [pool.submit(_fit_variant, split, rec, exclude_seen) for rec in recommenders]
+
+
+def _fit_variant(
+    split: LeaveOneOutSplit, rec: Recommender, exclude_seen: bool
+) -> tuple[str, dict[str, Any], Float64Array]:
+    row = run_evaluation(split, [rec], exclude_seen)[rec.name]
+    return rec.name, row, per_query_ndcg10(rec, split.test, exclude_seen)
+
+
 def variant_rows(
-    split: LeaveOneOutSplit, transformer: Recommender, recommenders: Sequence[Recommender],
-    exclude_seen: bool, seed: int,
+    split: LeaveOneOutSplit, transformer: Recommender,
+    futures: Sequence[Future[tuple[str, dict[str, Any], Float64Array]]], exclude_seen: bool,
+    seed: int,
 ) -> dict[str, dict[str, Any]]:
     """Test metrics of each variant and its paired comparison with the Transformer."""
-    rows = run_evaluation(split, recommenders, exclude_seen)
     base = per_query_ndcg10(transformer, split.test, exclude_seen)
-    for rec in recommenders:
-        ndcg = per_query_ndcg10(rec, split.test, exclude_seen)
-        rows[rec.name]["vs_transformer"] = paired_comparison(ndcg, base, seed)
+    rows = {}
+    for future in futures:
+        name, row, ndcg = future.result()
+        rows[name] = {**row, "vs_transformer": paired_comparison(ndcg, base, seed)}
     return rows
 
 
