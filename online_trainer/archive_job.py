@@ -24,11 +24,12 @@ from schemas import ContractError, InteractionEvent, decode
 from schemas.topics import INTERACTIONS
 from streams.kafka.consumer import commit_offsets, source_position, until_answered
 from streams.kafka.deadletter import DeadLetterWriter
+from streams.kafka.principals import ARCHIVER
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
 
-SERVICE = "archiver"
+SERVICE = ARCHIVER
 
 
 @dataclass
