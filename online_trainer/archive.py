@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 BATCHES_DIR = "_batches"
+COVERS_KEY = "streamrec.covers"
 
 SCHEMA = pa.schema([
     ("event_id", pa.string()),
@@ -119,7 +120,9 @@ class WindowArchive:
         files = []
         for day, day_rows in sorted(by_day.items()):
             relative = f"{day_folder(day)}/{name}.parquet"
-            _write_parquet(self.root / relative, day_rows)
+            covers = {"topic": self.root.name, "partition": partition, "start": start,
+                      "end": end}
+            _write_parquet(self.root / relative, day_rows, covers)
             files.append(relative)
         batch = Batch(partition, start, end, tuple(files), len(rows), invalid)
         record = json.dumps({
@@ -181,10 +184,13 @@ def _columns(rows: Iterable[ArchivedRow]) -> pa.Table:
     )
 
 
-def _write_parquet(path: Path, rows: list[ArchivedRow]) -> None:
+def _write_parquet(path: Path, rows: list[ArchivedRow], covers: dict[str, object]) -> None:
+    """`covers` goes into the file's own metadata (key `streamrec.covers`): a file copied
+    out of the archive still says which topic, partition and offsets its batch spans."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    pq.write_table(_columns(rows), temporary, compression="zstd")
+    table = _columns(rows).replace_schema_metadata({COVERS_KEY: json.dumps(covers)})
+    pq.write_table(table, temporary, compression="zstd")
     _fsync(temporary)
     os.replace(temporary, path)
     _fsync(path.parent)

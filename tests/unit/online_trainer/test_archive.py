@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from online_trainer.archive import BATCHES_DIR, ArchivedRow, WindowArchive
+from online_trainer.archive import BATCHES_DIR, COVERS_KEY, ArchivedRow, WindowArchive
 from online_trainer.archive_loader import ArchiveLoader
 
 DAY = 86_400.0
@@ -26,6 +27,9 @@ def test_a_batch_is_split_by_event_day_and_recorded_with_its_offsets(tmp_path: P
     assert [f.split("/")[0] for f in batch.files] == ["date=1970-01-01", "date=1970-01-02"]
     rows = sum(pq.read_table(tmp_path / f).num_rows for f in batch.files)
     assert rows == 30
+    metadata = pq.read_schema(tmp_path / batch.files[1]).metadata[COVERS_KEY.encode()]
+    assert json.loads(metadata) == {"topic": tmp_path.name, "partition": 0, "start": 10,
+                                    "end": 40}
     assert archive.batches() == [batch]
     assert archive.next_offsets() == {0: 40}
 
