@@ -4,7 +4,9 @@ newer than the archive replayed from Kafka.
 The window itself is chosen on Kafka exactly as a pure replay chooses it (record time `since`
 to the high watermarks now, online_trainer/replay.py). Per partition the archive serves
 [start, archive end) when it holds every offset from `start` on, and Kafka the rest; a
-partition the archive does not reach back far enough for comes wholly from Kafka. Both sources
+partition the archive does not reach back far enough for comes wholly from Kafka. Where Kafka's
+retention has already deleted the window's oldest records, the archive serves them too: the
+window's start in that partition is then found in the archive by record time. Both sources
 are put in the replay's order (event time, Kafka time, partition, offset), so the retrain sees
 exactly the examples a pure replay would give.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from confluent_kafka import TopicPartition
 
 from online_trainer.archive import WindowArchive
 from online_trainer.archive_loader import ArchiveLoader
@@ -42,19 +45,54 @@ class Window:
     """Records of the Kafka part that did not decode (the archive holds only decoded ones)."""
 
 
+@dataclass(frozen=True)
+class Sources:
+    archive: dict[int, tuple[int, int]]
+    """Per partition, the offsets [start, end) the archive serves."""
+    tail: dict[int, int]
+    """Per partition, where the Kafka replay starts (it ends at the window's end)."""
+    before_kafka: frozenset[int]
+    """Partitions whose archive range begins before the oldest offset Kafka still holds: there
+    the window's start is found in the archive, by record time."""
+
+
 def split_sources(
-    starts: dict[int, int], ends: dict[int, int], coverage: dict[int, tuple[int, int]]
-) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
-    """(archive ranges, Kafka tail starts) per partition for the window [starts, ends)."""
-    from_archive, tail = {}, {}
+    starts: dict[int, int], ends: dict[int, int], coverage: dict[int, tuple[int, int]],
+    lows: dict[int, int] | None = None,
+) -> Sources:
+    """Where each partition of the window [starts, ends) is read from. `lows`: the oldest
+    offset Kafka still holds per partition; where the window starts there (the older records
+    are gone from Kafka) and the archive reaches further back, the archive holds them."""
+    from_archive, tail, before = {}, {}, set()
     for p, start in starts.items():
         first, end = coverage.get(p, (start + 1, start))
-        if first <= start < end:
+        if lows is not None and start == lows.get(p) and first < start <= end:
+            from_archive[p] = (first, min(end, ends[p]))
+            tail[p] = min(end, ends[p])
+            before.add(p)
+        elif first <= start < end:
             from_archive[p] = (start, min(end, ends[p]))
             tail[p] = min(end, ends[p])
         else:
             tail[p] = start
-    return from_archive, tail
+    return Sources(from_archive, tail, frozenset(before))
+
+
+def from_record_time(table: pa.Table, partitions: frozenset[int], since_ms: int) -> pa.Table:
+    """Drops, in `partitions`, the rows before the first one at or after record time
+    `since_ms`: the start Kafka's offsets_for_times would choose had it kept them."""
+    if not partitions or not table.num_rows:
+        return table
+    part = table["kafka_partition"].to_numpy().astype(np.int64)
+    offsets = table["kafka_offset"].to_numpy()
+    recent = table["kafka_timestamp_ms"].to_numpy() >= since_ms
+    keep = np.ones(len(part), dtype=bool)
+    for p in partitions:
+        mine = part == p
+        hits = offsets[mine & recent]
+        first = int(hits.min()) if len(hits) else int(offsets[mine].max(initial=-1)) + 1
+        keep &= ~mine | (offsets >= first)
+    return table.filter(pa.array(keep))
 
 
 def load_window(
@@ -70,11 +108,20 @@ def load_window(
     try:
         starts, ends = window_offsets(consumer, topic, since_s)
         coverage = archive.coverage() if archive is not None else {}
-        ranges, tail = split_sources(starts, ends, coverage)
+        lows = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+            for p in starts
+        }
+        sources = split_sources(starts, ends, coverage, lows)
         began = time.perf_counter()
-        table = (loader or ArchiveLoader()).load(archive, ranges) if archive and ranges else None
+        table = None
+        if archive is not None and sources.archive:
+            table = from_record_time(
+                (loader or ArchiveLoader()).load(archive, sources.archive),
+                sources.before_kafka, int(since_s * 1000),
+            )
         archive_s = time.perf_counter() - began
-        records, invalid = read_offsets(consumer, topic, tail, ends, timeout_s)
+        records, invalid = read_offsets(consumer, topic, sources.tail, ends, timeout_s)
     finally:
         consumer.close()
     interactions = merge(table, records)

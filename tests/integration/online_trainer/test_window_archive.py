@@ -106,3 +106,4 @@ def test_a_retrain_with_an_archive_reads_it_and_replays_only_the_tail(
         version = run_retrain(1, trainer)
     assert version
     assert "archived=2000 replayed=1000 invalid=0" in caplog.text
+
