@@ -118,6 +118,20 @@ def bench_train(
     json_path.write_text(json.dumps(result, indent=2) + "\n")
 
 
+@app.command("archive")
+def bench_archive(
+    json_path: Path = typer.Option(
+        Path("bench/results/archive.json"), "--json", help="Output JSON."
+    ),
+    repeats: int = typer.Option(3, min=1, help="Timed loads per path (the median is kept)."),
+    workers: int = typer.Option(4, min=1, help="Archive reader threads."),
+) -> None:
+    """A retrain window (ML-100K) read from the Parquet archive vs replayed from Kafka."""
+    from bench.archive import run
+
+    run(json_path, repeats=repeats, workers=workers)
+
+
 @app.command("online")
 def bench_online(
     json_path: Path = typer.Option(Path("bench/results/online.json"), "--json"),

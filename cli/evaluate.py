@@ -29,6 +29,14 @@ def eval_command(
     time_budget_s: float = typer.Option(1200.0, help="Wall-clock cap of Transformer training."),
     threads: int = typer.Option(0, help="torch CPU threads (0 = torch default)."),
     seed: int = typer.Option(0, help="Seed of every random choice (deterministic eval)."),
+    rankers: bool = typer.Option(
+        True, "--rankers/--no-rankers", help="Train the two-stage re-rankers (their rows)."
+    ),
+    variants: bool = typer.Option(
+        False, "--variants", help="Also train the session Transformer's variants (reversed "
+        "pre-training, genre pages as virtual items, masked-item objective) and compare each "
+        "paired with it; each trains in a process of its own beside the main models.",
+    ),
 ) -> None:
     """Leave-one-out, full-ranking evaluation of every model and baseline."""
     from models.evaluation import evaluate_dataset, load_frame, load_items
@@ -42,7 +50,8 @@ def eval_command(
         overrides["epochs"] = epochs
     config = SessionTransformerConfig(**overrides)
     report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen,
-                              items=load_items(dataset))
+                              items=load_items(dataset), rankers=None if rankers else [],
+                              variants=variants)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,4 +1,4 @@
-"""`streamrec stream | train | retrain | serve | monitor`: the long-running services.
+"""`streamrec stream | train | retrain | archive | serve | monitor`: the long-running services.
 
 Every setting is a STREAMREC_* variable read by the service's own settings object; an option
 given here wins over its variable.
@@ -62,6 +62,31 @@ def retrain(
 
     version = run_retrain(nproc, batch_size=batch_size)
     typer.echo(f"published major version {version}")
+
+
+def archive(
+    archive_dir: str | None = typer.Option(
+        None, help="Archive root (STREAMREC_ARCHIVE_DIR); the retrain's STREAMREC_ARCHIVE_DIR "
+        "must name the same."
+    ),
+    retention_days: int | None = typer.Option(
+        None, min=1, help="Delete day folders older than this (STREAMREC_RETENTION_DAYS)."
+    ),
+) -> None:
+    """Compaction job: copy `interactions` up to its end now into the Parquet window archive
+    (partitioned by day), then exit. Resumes where the archive ends; run it on a schedule."""
+    overrides = {"STREAMREC_ARCHIVE_DIR": archive_dir, "STREAMREC_RETENTION_DAYS": retention_days}
+    os.environ.update({k: str(v) for k, v in overrides.items() if v is not None})
+    from online_trainer.archive_job import run_archive
+    from online_trainer.archive_settings import ArchiveSettings
+
+    run = run_archive(ArchiveSettings())
+    typer.echo(
+        f"archived rows={run.rows} dead_lettered={run.invalid} batches={run.batches} "
+        f"pruned_days={run.pruned_days} complete={run.complete}"
+    )
+    if not run.complete:
+        raise typer.Exit(3)
 
 
 def serve(

@@ -33,7 +33,7 @@ from models.item_init import spectral_item_vectors
 from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import SessionTransformer
+from models.session_transformer import MASK_ID, SessionTransformer
 
 log = logging.getLogger(__name__)
 IntArray = npt.NDArray[np.int64]
@@ -97,6 +97,43 @@ def make_batch(
             ahead = seq[start + 1 + k : end + 1 + k]
             y[row, : len(ahead), k] = ahead
     return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
+
+
+def masked_batch(
+    items: list[IntArray], times: list[IntArray], max_len: int, mask_prob: float,
+    rng: np.random.Generator, random_crops: bool = True,
+) -> Batch:
+    """Training batch of the masked (cloze) objective: a window of up to ``max_len`` events per
+    sequence, a ``mask_prob`` share of them (at least one) replaced by the mask token, the
+    originals as targets there. Half the rows have their last event masked, as every query
+    ends in a mask token."""
+    windows = []
+    for seq in items:
+        end = len(seq)
+        if random_crops and end > max_len:
+            end = int(rng.integers(max_len, end + 1))
+        windows.append((max(0, end - max_len), end))
+    length = max([1, *(end - start for start, end in windows)])
+    x = np.zeros((len(items), length), dtype=np.int64)
+    g = np.full((len(items), length), -1, dtype=np.int64)
+    y = np.zeros((len(items), length, 1), dtype=np.int64)
+    for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
+        n = end - start
+        chosen = rng.random(n) < mask_prob
+        if rng.random() < 0.5 or not chosen.any():
+            chosen[n - 1] = True
+        x[row, :n] = np.where(chosen, MASK_ID, seq[start:end])
+        # A query's mask token has no gap (its event has not happened): neither do these.
+        g[row, :n] = np.where(chosen, -1, _gaps(ts)[start:end])
+        y[row, :n, 0] = np.where(chosen, seq[start:end], 0)
+    return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
+
+
+def reversed_sequences(train: UserSequences) -> UserSequences:
+    """Each sequence back to front, its times mirrored so gaps stay positive: trained on, the
+    model predicts what came before an item."""
+    times = [(t[-1] - t)[::-1].copy() if len(t) else t for t in train.times]
+    return UserSequences([s[::-1].copy() for s in train.items], times, train.n_items)
 
 
 def history_batch(
@@ -167,13 +204,16 @@ class SessionTrainer:
         with autocast_context(self.device):
             hidden = self.model(items, batch.gaps.to(self.device))
             targets = batch.targets.to(self.device)
-            mask = targets[..., 0] > 0
+            catalog = self.model.n_items - self.config.virtual_items
+            # Non-item pages are inputs only: a position whose next event is one learns nothing.
+            mask = (targets[..., 0] > 0) & (targets[..., 0] <= catalog)
             picked, future = hidden[mask], targets[mask]
             if self.config.loss == "sampled":
                 return self._sampled_loss(picked, future[:, 0])
             logits = self.model.logits(picked).float()
             logits[:, 0] = -torch.inf
-            if self.config.mask_seen:
+            logits[:, catalog + 1 :] = -torch.inf
+            if self.config.mask_seen and self.config.objective == "causal":
                 logits = _mask_seen(logits, items, mask, future[:, 0])
             next_loss = F.cross_entropy(
                 logits, future[:, 0], label_smoothing=self.config.label_smoothing
@@ -253,8 +293,17 @@ class SessionTrainer:
         users = [u for u, s in enumerate(train.items) if len(s) >= 2]
         lengths = {u: min(len(train.items[u]) - 1, cfg.max_len) for u in users}
         steps_per_epoch = math.ceil(len(users) / cfg.batch_size)
-        schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         start = time.perf_counter()
+        if cfg.reverse_pretrain_epochs:
+            backwards = reversed_sequences(train)
+            schedule = _warmup_cosine(
+                self.optimizer, cfg, cfg.reverse_pretrain_epochs * steps_per_epoch
+            )
+            for _ in range(cfg.reverse_pretrain_epochs):
+                self._epoch(backwards, lengths, schedule)
+            log.info("reverse pre-training epochs=%d elapsed_s=%.1f",
+                     cfg.reverse_pretrain_epochs, time.perf_counter() - start)
+        schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         tracker = _BestTracker(cfg.patience)
         examples, epoch = 0, 0
         for epoch in range(1, cfg.epochs + 1):
@@ -283,9 +332,13 @@ class SessionTrainer:
         cfg = self.config
         examples = 0
         for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
-            batch = make_batch(
-                [train.items[u] for u in chunk], [train.times[u] for u in chunk],
-                cfg.max_len, self._rng if cfg.random_crops else None, cfg.future_window,
+            items, times = [train.items[u] for u in chunk], [train.times[u] for u in chunk]
+            batch = (
+                masked_batch(items, times, cfg.max_len, cfg.mask_prob, self._rng,
+                             cfg.random_crops)
+                if cfg.objective == "masked"
+                else make_batch(items, times, cfg.max_len,
+                                self._rng if cfg.random_crops else None, cfg.future_window)
             )
             self._step(batch)
             schedule.step()
@@ -296,22 +349,40 @@ class SessionTrainer:
     def encode_histories(self, histories: list[IntArray], times: list[IntArray]) -> torch.Tensor:
         """Query vectors ``[n, dim]`` for index-encoded histories (the scorer's ``encode``)."""
         self.model.eval()
-        items, gaps = history_batch(histories, times, self.config.max_len)
+        if self.config.objective == "masked":
+            items, gaps = history_batch(histories, times, self.config.max_len - 1)
+            items, gaps = _append_mask(items, gaps)
+        else:
+            items, gaps = history_batch(histories, times, self.config.max_len)
         return self.model.encode(items.to(self.device), gaps.to(self.device)).float()
 
     @torch.no_grad()
     def score(self, queries: Queries, batch_size: int = 512) -> FloatArray:
-        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation."""
+        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation (non-item pages are
+        not part of the catalog)."""
+        catalog = self.model.n_items - self.config.virtual_items
         rows = []
         for lo in range(0, len(queries.targets), batch_size):
             hi = lo + batch_size
             q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
-            rows.append(self.model.logits(q).float().cpu().numpy())
+            rows.append(self.model.logits(q)[:, : catalog + 1].float().cpu().numpy())
         return np.concatenate(rows).astype(np.float32)
 
     def evaluate(self, queries: Queries) -> dict[str, float]:
-        scores = exclude(self.score(queries), queries.histories)
+        catalog = self.model.n_items - self.config.virtual_items
+        seen = [h[h <= catalog] for h in queries.histories]
+        scores = exclude(self.score(queries), seen)
         return metrics_from_ranks(target_ranks(scores, queries.targets))
+
+
+def _append_mask(items: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A mask token after each row's last event: its state is the masked model's query."""
+    lengths = (items != 0).sum(dim=1)
+    items = torch.cat([items, torch.zeros_like(items[:, :1])], dim=1)
+    gaps = torch.cat([gaps, torch.full_like(gaps[:, :1], -1)], dim=1)
+    rows = torch.arange(len(items))
+    items[rows, lengths] = MASK_ID
+    return items, gaps
 
 
 class _BestTracker:

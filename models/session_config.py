@@ -34,6 +34,24 @@ class SessionTransformerConfig(BaseModel):
         True, description="Drop each prefix's own items from its softmax (serving filters them)."
     )
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0, description="Cross-entropy smoothing.")
+    objective: Literal["causal", "masked"] = Field(
+        "causal", description="`causal`: next-item prediction at every position (SASRec). "
+        "`masked`: BERT4Rec's cloze task: bidirectional attention, random items replaced by a "
+        "mask token and predicted; queries append a mask token after the history. Offline "
+        "evaluation only: the scorer's encoder and the online trainer's steps are causal.",
+    )
+    mask_prob: float = Field(
+        0.2, gt=0.0, lt=1.0, description="Share of items masked per sequence (masked objective)."
+    )
+    reverse_pretrain_epochs: int = Field(
+        0, ge=0, description="Epochs on time-reversed training sequences before the forward "
+        "ones (each with its own warm-up and cosine schedule): the reversed pass teaches what "
+        "came before an item, which helps the item table of short histories.",
+    )
+    virtual_items: int = Field(
+        0, ge=0, description="The last rows of the item table that stand for non-item pages "
+        "(a category page, a search): inputs only, never a target, never scored.",
+    )
     lr: float = Field(2e-3, gt=0.0, description="Peak AdamW learning rate.")
     item_lr_multiplier: float = Field(
         0.1, gt=0.0, description="Learning-rate factor of the item table and bias."

@@ -29,6 +29,8 @@ from models.embeddings import padded_width
 from models.session_config import SessionTransformerConfig
 
 N_GAP_BUCKETS = 40
+MASK_ID = -1
+"""The masked objective's mask token in an item sequence (0 stays padding)."""
 
 
 def gap_buckets(gaps_s: torch.Tensor) -> torch.Tensor:
@@ -68,11 +70,16 @@ class CausalBlock(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
+        """`keys` None: causal attention. Given (``[batch, length]``, True = a real position):
+        bidirectional attention over those positions (the masked objective)."""
         batch, length, dim = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(batch, length, 3, self.heads, dim // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if keys is None:
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
         attended = attended.transpose(1, 2).reshape(batch, length, dim)
         x = x + self.dropout(self.proj(attended))
         out: torch.Tensor = x + self.dropout(self.ffn(self.ffn_norm(x)))
@@ -122,6 +129,9 @@ class SessionTransformer(nn.Module):
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)
+        self.bidirectional = config.objective == "masked"
+        if self.bidirectional:
+            self.mask_embedding = nn.Parameter(torch.randn(dim) / math.sqrt(dim))
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -138,7 +148,10 @@ class SessionTransformer(nn.Module):
     def _inputs(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         length = items.shape[1]
         positions = torch.arange(length, device=items.device)
-        x = self.item_embedding(items) * math.sqrt(self.dim)
+        x = self.item_embedding(items.clamp(min=0)) * math.sqrt(self.dim)
+        if self.bidirectional:
+            masked = (items == MASK_ID)[..., None]
+            x = torch.where(masked, self.mask_embedding * math.sqrt(self.dim), x)
         x = x + self.position_embedding(positions)[None] + self.gap_embedding(gap_buckets(gaps_s))
         out: torch.Tensor = self.input_dropout(self.input_norm(x))
         return out
@@ -146,18 +159,22 @@ class SessionTransformer(nn.Module):
     def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[batch, length, dim]`` for left-aligned ``items`` (0 = padding)."""
         x = self._inputs(items, gaps_s)
+        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks:
-            x = block(x)
+            x = block(x, keys)
         out: torch.Tensor = self.output_norm(x)
         return out
 
     def encode(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Query vector ``[batch, dim]``: the hidden state at each row's last real item (what
-        ``forward`` gives there; the last block computes only that position)."""
-        last = (items > 0).sum(dim=1).clamp(min=1) - 1
+        ``forward`` gives there; the last block computes only that position). With the masked
+        objective the caller ends each row with a mask token, and its state is the query; the
+        positions before it are all it attends to either way."""
+        last = (items != 0).sum(dim=1).clamp(min=1) - 1
         x = self._inputs(items, gaps_s)
+        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks[:-1]:
-            x = block(x)
+            x = block(x, keys)
         top: CausalBlock = self.blocks[-1]  # type: ignore[assignment]
         out: torch.Tensor = self.output_norm(top.query(x, last))
         return out

@@ -54,9 +54,24 @@ class Replay:
     invalid: int
 
 
-def replay_window(connection: KafkaConnection, since_s: float, timeout_s: float = 600.0) -> Replay:
-    topic = connection.topic(INTERACTIONS)
-    consumer = Consumer(
+@dataclass(frozen=True)
+class Replayed:
+    """A decoded record and where Kafka kept it."""
+
+    event: InteractionEvent
+    kafka_timestamp_ms: int
+    partition: int
+    offset: int
+
+    def order(self) -> tuple[float, int, int, int]:
+        """Event time orders the history; Kafka time only chose the window. Kafka time, then
+        partition and offset break ties, so any two readers of the same records (this replay,
+        the archive) agree on the order."""
+        return (self.event.timestamp, self.kafka_timestamp_ms, self.partition, self.offset)
+
+
+def replay_consumer(connection: KafkaConnection) -> Consumer:
+    return Consumer(
         {
             **connection.client_config(),
             "group.id": f"streamrec-replay-{uuid.uuid4().hex[:8]}",
@@ -64,30 +79,47 @@ def replay_window(connection: KafkaConnection, since_s: float, timeout_s: float 
             "auto.offset.reset": "earliest",
         }
     )
+
+
+def window_offsets(
+    consumer: Consumer, topic: str, since_s: float
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Per partition, the first offset at or after record time `since_s` and the high watermark
+    now: the window is [start, end)."""
+    partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        for p in partitions
+    }
+    wanted = [TopicPartition(topic, p, int(since_s * 1000)) for p in partitions]
+    found = consumer.offsets_for_times(wanted, timeout=10)
+    starts = {tp.partition: (tp.offset if tp.offset >= 0 else ends[tp.partition]) for tp in found}
+    return starts, ends
+
+
+def replay_window(connection: KafkaConnection, since_s: float, timeout_s: float = 600.0) -> Replay:
+    topic = connection.topic(INTERACTIONS)
+    consumer = replay_consumer(connection)
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
-        wanted = [TopicPartition(topic, p, int(since_s * 1000)) for p in partitions]
-        found = consumer.offsets_for_times(wanted, timeout=10)
-        starts = {
-            tp.partition: (tp.offset if tp.offset >= 0 else ends[tp.partition]) for tp in found
-        }
-        return _read(consumer, topic, starts, ends, timeout_s)
+        starts, ends = window_offsets(consumer, topic, since_s)
+        records, invalid = read_offsets(consumer, topic, starts, ends, timeout_s)
     finally:
         consumer.close()
+    ordered = sorted(records, key=Replayed.order)
+    logger.info("replayed topic=%s events=%d invalid=%d", topic, len(ordered), invalid)
+    return Replay([r.event for r in ordered], dict(starts), dict(ends), invalid)
 
 
-def _read(
+def read_offsets(
     consumer: Consumer, topic: str, starts: dict[int, int], ends: dict[int, int], timeout_s: float
-) -> Replay:
+) -> tuple[list[Replayed], int]:
+    """The records at offsets [starts[p], ends[p]) of every partition, in arrival order, and
+    how many of them did not decode."""
     remaining = {p for p in starts if starts[p] < ends[p]}
     consumer.assign(
         [TopicPartition(topic, p, starts[p] if p in remaining else OFFSET_END) for p in starts]
     )
-    events: list[tuple[int, InteractionEvent]] = []
+    records: list[Replayed] = []
     invalid = 0
     deadline = time.monotonic() + timeout_s
     while remaining and time.monotonic() < deadline:
@@ -99,16 +131,12 @@ def _read(
                 remaining.discard(partition)
                 continue
             try:
-                events.append(
-                    (int((message.timestamp()[1])), decode(InteractionEvent, message.value()))
-                )
+                event = decode(InteractionEvent, message.value())
+                records.append(Replayed(event, int(message.timestamp()[1]), partition, offset))
             except ContractError:
                 invalid += 1  # the feature workers dead-lettered it already
             if offset + 1 >= ends[partition]:
                 remaining.discard(partition)
     if remaining:
         raise TimeoutError(f"replay of {topic} incomplete after {timeout_s}s: {sorted(remaining)}")
-    # Event time orders the history; Kafka time only chose the window.
-    ordered = sorted(events, key=lambda pair: (pair[1].timestamp, pair[0]))
-    logger.info("replayed topic=%s events=%d invalid=%d", topic, len(ordered), invalid)
-    return Replay([e for _, e in ordered], dict(starts), dict(ends), invalid)
+    return records, invalid

@@ -1,4 +1,5 @@
-"""A one-shot full retrain (`streamrec retrain`): replay, train (1 or N processes), publish."""
+"""A one-shot full retrain (`streamrec retrain`): read the window, train (1 or N processes),
+publish."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from models.store import ModelStore
 from online_trainer.distributed import assemble, write_dataset
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.publisher import Publisher
-from online_trainer.replay import replay_window
 from online_trainer.retrain import RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from online_trainer.vocabulary import IdVocabulary
+from online_trainer.window import retrain_window_events
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
@@ -39,10 +40,10 @@ def run_retrain(
         settings.full_publish_share,
     )
     trainer = OnlineTrainer(settings, settings.model, publisher)
-    replay = replay_window(
-        settings.kafka, 0.0 if settings.retrain_window_s <= 0 else _since(settings)
+    window = retrain_window_events(
+        settings, 0.0 if settings.retrain_window_s <= 0 else _since(settings)
     )
-    interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
+    interactions = window.interactions
     config = settings.model.model_copy(update={"time_budget_s": settings.retrain_budget_s})
     if batch_size is not None:
         config = config.scaled_to_batch(batch_size)
@@ -52,7 +53,7 @@ def run_retrain(
         )
     else:
         result = distributed_retrain(interactions, trainer.model, nproc, config.model_dump_json())
-    publication = trainer.adopt_retrained(result, replay.end_offsets)
+    publication = trainer.adopt_retrained(result, window.end_offsets)
     producer.flush()
     assert publication is not None
     return publication.version

@@ -15,12 +15,12 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from models.store import ModelStore
 from online_trainer.alerts import DriftAlerts
-from online_trainer.online_model import Interaction
 from online_trainer.publisher import Publisher
-from online_trainer.replay import RetrainWindow, replay_window, retrain_window
+from online_trainer.replay import RetrainWindow, retrain_window
 from online_trainer.retrain import Mode, RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
+from online_trainer.window import retrain_window_events
 from schemas import InteractionEvent
 from schemas.topics import INTERACTIONS
 from streams.kafka.consumer import BatchConsumer
@@ -180,15 +180,15 @@ class TrainerService:
 
     def _retrain_once(self, mode: Mode, since: float | None) -> None:
         since = time.time() - self.settings.retrain_window_s if since is None else since
-        replay = replay_window(self.settings.kafka, since)
-        interactions = [Interaction(e.user_id, e.item_id, int(e.timestamp)) for e in replay.events]
+        window = retrain_window_events(self.settings, since)
+        interactions = window.interactions
         config = self.trainer.config.model_copy(
             update={"time_budget_s": self.settings.retrain_budget_s}
         )
         self._retrain_result = full_retrain(
             interactions, self.trainer.model, config, mode, self.settings.max_users
         )
-        self._retrain_ends = replay.end_offsets
+        self._retrain_ends = window.end_offsets
 
     def _finish_retrain(self) -> None:
         if self._retrain is None or self._retrain.is_alive():

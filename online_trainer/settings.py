@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from models.session_config import SessionTransformerConfig
 from online_trainer.vocabulary import VocabularyLimits
@@ -112,6 +112,12 @@ class TrainSettings(ServiceSettings):
         "only events since the change and starts once this many seconds of them exist. "
         "None: the alert's change time is ignored and the whole window replayed at once."
     )
+    archive_dir: Path | None = Field(
+        None, description="Root of the window archive (`streamrec archive` writes it): set, a "
+        "full retrain reads its window from there and replays only the newer tail from Kafka. "
+        "None: the whole window is replayed from Kafka.",
+    )
+    archive_workers: int = Field(4, ge=1, le=64, description="Threads reading archive files.")
     retrain_budget_s: float = Field(300.0, gt=0, description="Wall-clock cap of a full retrain.")
     retrain_mode: Literal["scratch", "warm"] = Field(
         "scratch", description="Full retrain from a fresh initialisation or from current weights."
@@ -125,6 +131,15 @@ class TrainSettings(ServiceSettings):
         300.0, ge=0, description="After a failed drift retrain, wait this long and retrain "
         "again; its alerts stay pending meanwhile."
     )
+
+    @field_validator("model")
+    @classmethod
+    def _causal_model(cls, model: SessionTransformerConfig) -> SessionTransformerConfig:
+        # The online steps, the prequential scores and the scorer's encoder are causal and know
+        # no virtual items: the other training variants are for offline evaluation.
+        if model.objective != "causal" or model.virtual_items:
+            raise ValueError("the online trainer trains causal models without virtual items")
+        return model
 
     def item_limits(self) -> VocabularyLimits:
         return VocabularyLimits(self.item_min_count, self.item_max_rows)

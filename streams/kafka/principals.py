@@ -38,6 +38,7 @@ FEATURE_WORKER = "feature-worker"
 TRAINER = "trainer"
 SCORER = "scorer"
 MONITOR = "monitor"
+ARCHIVER = "archiver"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ GRANTS: dict[str, Grants] = {
     ),
     # The only writer of KPIs and drift alerts.
     MONITOR: Grants(reads=(REC_RESPONSES, INTERACTIONS), writes=(KPI_METRICS, ALERTS_DRIFT)),
+    # The window archive's compaction job: copies interactions to Parquet, dead-letters what it
+    # cannot decode.
+    ARCHIVER: Grants(reads=(INTERACTIONS,), writes=(INTERACTIONS_DLQ,)),
 }
 
 PRINCIPALS: tuple[str, ...] = (*SUPER_USERS, *GRANTS)

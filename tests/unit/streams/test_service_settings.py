@@ -1,5 +1,6 @@
 import pytest
 
+from online_trainer.archive_settings import ArchiveSettings
 from online_trainer.settings import TrainSettings
 from serving.settings import ServeSettings
 from streams.feature_worker.settings import StreamSettings
@@ -16,6 +17,7 @@ from streams.service_settings import ServiceSettings
         (TrainSettings, "trainer"),
         (ServeSettings, "scorer"),
         (MonitorSettings, "monitor"),
+        (ArchiveSettings, "archiver"),
     ],
 )
 def test_each_service_logs_in_as_its_own_kafka_principal(
