@@ -4,8 +4,8 @@ Three figures from one run, on the same broker and topic:
 - sustained events/s: a backlog of `events` records drained by one worker, timed from its
   first applied batch to the last (group join and start-up excluded);
 - raw consume/s: the same backlog read by a bare confluent-kafka consumer (the ceiling);
-- freshness: live events offered at `rate`/s; event time (stamped at send) to features applied,
-  from the worker's freshness histogram (interpolated like Prometheus' histogram_quantile);
+- freshness: live events offered at `rate`/s; record time in Kafka (stamped at send) to features
+  applied, from the worker's freshness histogram (interpolated like Prometheus' histogram_quantile);
   measured again at `low_rate`/s, below saturation, to show the pipeline's own latency;
 - CPU seconds per event of the worker process and of Redis while draining: unlike rates, these
   do not depend on what else the (shared, 2-core) machine is running.

@@ -51,7 +51,7 @@ class StreamMetrics:
         )
         self.freshness_seconds = Histogram(
             "streamrec_stream_freshness_seconds",
-            "Event time to features applied in Redis (same-host clocks).",
+            "Record time in Kafka to features applied in Redis: the pipeline's lag.",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )

@@ -176,8 +176,13 @@ class FeaturePipeline:
         if outcome.skipped:
             return  # re-deliveries: their event time says nothing about today's freshness
         now = time.time()
-        for _, event in valid:
-            self._metrics.freshness_seconds.observe(max(0.0, now - event.event.timestamp))
+        for record, event in valid:
+            # From the record's Kafka time (when it entered the pipeline), so a backfill of old
+            # history measures the pipeline's lag, not the history's age.
+            entered = (
+                record.timestamp_ms / 1000 if record.timestamp_ms else event.event.timestamp
+            )
+            self._metrics.freshness_seconds.observe(max(0.0, now - entered))
 
 
 def validate(

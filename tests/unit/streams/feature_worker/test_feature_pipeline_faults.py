@@ -233,3 +233,24 @@ def test_the_writer_reloads_its_script_after_noscript() -> None:
     writer = FeatureWriter(_ScriptlessRedis(), "t:")  # type: ignore[arg-type]
     outcome = asyncio.run(writer.apply([PositionedEvent(0, 0, event)]))
     assert outcome == ApplyOutcome(1, 0)
+
+
+def test_freshness_is_the_pipelines_lag_not_the_age_of_backfilled_history() -> None:
+    """An event from last month that entered Kafka a moment ago is fresh: the histogram measures
+    record time to applied, so a backfill does not read as a stale pipeline."""
+    month_old = InteractionEvent(
+        event_id="old",
+        user_id="u",
+        session_id="s",
+        item_id="i1",
+        event_type=EventType.VIEW,
+        timestamp=time.time() - 30 * 86_400,
+    )
+    just_sent = SourceRecord(
+        "interactions", 0, 1, b"u", encode(month_old), int(time.time() * 1000)
+    )
+    pipeline, _, metrics = _pipeline(_Writer([]))
+    asyncio.run(pipeline.process([just_sent]))
+    seconds = "streamrec_stream_freshness_seconds"
+    assert metrics.registry.get_sample_value(f"{seconds}_count") == 1
+    assert (metrics.registry.get_sample_value(f"{seconds}_sum") or 0.0) < 60.0
