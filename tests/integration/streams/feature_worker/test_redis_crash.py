@@ -55,6 +55,13 @@ def _sigkill(server: LocalRedis) -> None:
         time.sleep(0.05)
 
 
+def _tail(log_dir: Path, lines: int = 40) -> str:
+    return "\n".join(
+        "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        for log in sorted(log_dir.glob("worker-*.log"))
+    )
+
+
 def test_redis_killed_mid_stream_and_restarted_from_its_aof_ends_in_the_oracle_state(
     kafka: KafkaConnection, own_redis: LocalRedis, tmp_path: Path
 ) -> None:
@@ -79,7 +86,13 @@ def test_redis_killed_mid_stream_and_restarted_from_its_aof_ends_in_the_oracle_s
             own_redis.start()
             own_redis.wait_healthy(30)
         positioned = topic_events(kafka, EVENTS)
-        wait_until_applied(admin, connection, positioned, timeout_s=180)
+        try:
+            wait_until_applied(admin, connection, positioned, timeout_s=180)
+        except TimeoutError as exc:  # say what the worker was doing, not only that it stalled
+            raise AssertionError(
+                f"{exc}; worker alive={worker.alive()} metrics={worker.metrics()} "
+                f"log tail:\n{_tail(tmp_path)}"
+            ) from exc
         assert worker.alive()
     finally:
         worker.stop()
