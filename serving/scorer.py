@@ -16,9 +16,11 @@ from typing import Literal
 
 import numpy as np
 
+from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
 from serving.batching import BatchPlan, Group, plan_batch
 from serving.cold_start import CONTEXT_EVENTS, backfill, popular_candidates
+from serving.feature_log import CandidateVectors, candidate_vectors, served_features
 from serving.features import BatchFeatures, FeatureReader, UserContext
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
@@ -38,6 +40,8 @@ class Draft:
     deployment: Deployment | None = None
     strategy: Literal["model", "canary", "popularity", "none"] = "popularity"
     filtered: bool = False
+    logged: CandidateVectors | None = None
+    """The ranking stage's input, logged with the answer (model-served requests only)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class Answer:
     response: RecommendationResponse
     outcome: str
     """ok (model or canary), cold_start, or empty."""
+    features: ServedFeatures | None = None
+    """What the ranking stage saw, for `rec.features`; None for cold-start and empty answers."""
 
 
 class Scorer:
@@ -65,6 +71,7 @@ class Scorer:
         candidates: int = 300,
         history_length: int = 50,
         clock: Callable[[], float] = time.time,
+        logged_candidates: int = 100,
     ) -> None:
         self.reader = reader
         self.routing = routing
@@ -72,6 +79,8 @@ class Scorer:
         self.candidates = candidates
         self.history_length = history_length
         self.clock = clock
+        self.logged_candidates = logged_candidates
+        """Candidates per answer whose feature vectors go to `rec.features` (0: none)."""
 
     def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
         features = self.reader.read(requests)
@@ -85,8 +94,11 @@ class Scorer:
         ]
         retrieved = [self._retrieve(g, requests, filters, rules) for g in plan.groups]
         categories = self._categories(requests, features, plan, retrieved, rules)
+        now = self.clock()
         for group, found in zip(plan.groups, retrieved, strict=True):
-            self._filter_and_rank(group, found, requests, filters, features, categories, drafts)
+            self._filter_and_rank(
+                group, found, requests, filters, features, categories, drafts, now
+            )
         for position in plan.cold:
             context = features.contexts[position]
             drafts[position].candidates = popular_candidates(
@@ -181,6 +193,7 @@ class Scorer:
         features: BatchFeatures,
         categories: Mapping[str, str],
         drafts: list[Draft],
+        now: float,
     ) -> None:
         bundle = group.deployment.bundle
         rules = features.config.rules or self.rules
@@ -194,13 +207,20 @@ class Scorer:
                 strict=True,
             )
             filtered.append(filters[position].apply(candidates, categories, limit=depth))
+        logged = [
+            candidate_vectors(bundle, found.queries[row], group.histories[row],
+                              kept[: self.logged_candidates], now)
+            if self.logged_candidates else None
+            for row, kept in enumerate(filtered)
+        ]
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
-            dense = dense_features(contexts, self.clock())
+            dense = dense_features(contexts, now)
             filtered = rank(bundle, found.queries, filtered, dense)
         strategy: Literal["model", "canary"] = "canary" if group.canary else "model"
-        for position, kept in zip(group.members, filtered, strict=True):
-            drafts[position] = Draft(kept, group.deployment, strategy, filtered=True)
+        for position, kept, vectors in zip(group.members, filtered, logged, strict=True):
+            drafts[position] = Draft(kept, group.deployment, strategy, filtered=True,
+                                     logged=vectors)
 
     def _answer(
         self,
@@ -238,7 +258,14 @@ class Scorer:
             served_at=served_at,
         )
         outcome = {"model": "ok", "canary": "ok", "popularity": "cold_start"}.get(strategy, "empty")
-        return Answer(response, outcome)
+        logged = None
+        if deployment is not None and draft.logged is not None and items:
+            logged = served_features(
+                request.request_id, request.user_id, served_at, deployment.version,
+                None if deployment.bundle.ranker is None else deployment.version,
+                draft.logged, [r.item_id for r in items],
+            )
+        return Answer(response, outcome, logged)
 
 
 def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:

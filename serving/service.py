@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
-from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_FEATURES, REC_REQUESTS, REC_RESPONSES
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.features import RedisFeatureReader
@@ -119,6 +119,7 @@ class ScorerService:
         self.producer = EventProducer(kafka, **{"linger.ms": 0})
         self.control_producer = EventProducer(kafka)
         self._responses_topic = kafka.topic(REC_RESPONSES)
+        self._features_topic = kafka.topic(REC_FEATURES)
         self.reader = RedisFeatureReader(
             settings.redis.client(),
             settings.redis.key_prefix,
@@ -144,6 +145,7 @@ class ScorerService:
             settings.rules,
             candidates=settings.candidates,
             history_length=settings.history_length,
+            logged_candidates=settings.logged_candidates,
         )
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
@@ -252,6 +254,9 @@ class ScorerService:
                 rejected.append(RecordRejected(envelope, answer))  # type: ignore[arg-type]
                 continue
             self.producer.send(self._responses_topic, request.user_id, answer.response)
+            if answer.features is not None:
+                # After the response: labels come from what happens once the answer is out.
+                self.producer.send(self._features_topic, request.user_id, answer.features)
             self.metrics.requests.labels(outcome=answer.outcome).inc()
         return rejected
 

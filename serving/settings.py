@@ -76,6 +76,10 @@ class ServeSettings(ServiceSettings):
         "of already answered requests (duplicate answers, same request_id); none is lost.",
     )
     candidates: int = Field(300, ge=1, le=5000, description="Retrieved per request.")
+    logged_candidates: int = Field(
+        100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
+        "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
+    )
     popularity_candidates: int = Field(500, ge=1, le=5000)
     popularity_refresh_s: float = Field(1.0, gt=0, le=3600)
     config_refresh_s: float = Field(

@@ -20,6 +20,9 @@ from schemas.topics import (
     KPI_METRICS_DLQ,
     MODEL_UPDATES,
     MODEL_UPDATES_DLQ,
+    RANKER_EXAMPLES,
+    REC_FEATURES,
+    REC_FEATURES_DLQ,
     REC_REQUESTS,
     REC_REQUESTS_DLQ,
     REC_RESPONSES,
@@ -67,11 +70,16 @@ GRANTS: dict[str, Grants] = {
     SCORER: Grants(
         reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS),
         writes=(
-            REC_RESPONSES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ, KPI_METRICS_DLQ,
+            REC_RESPONSES, REC_FEATURES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ,
+            KPI_METRICS_DLQ,
         ),
     ),
-    # The only writer of KPIs and drift alerts.
-    MONITOR: Grants(reads=(REC_RESPONSES, INTERACTIONS), writes=(KPI_METRICS, ALERTS_DRIFT)),
+    # The only writer of KPIs, drift alerts and labelled ranker examples; dead-letters the
+    # feature logs it cannot accept.
+    MONITOR: Grants(
+        reads=(REC_RESPONSES, INTERACTIONS, REC_FEATURES),
+        writes=(KPI_METRICS, ALERTS_DRIFT, RANKER_EXAMPLES, REC_FEATURES_DLQ),
+    ),
 }
 
 PRINCIPALS: tuple[str, ...] = (*SUPER_USERS, *GRANTS)
