@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -81,12 +81,12 @@ def served_features(
     user_id: str,
     served_at: float,
     model_version: str,
-    ranker_version: str | None,
+    ranker: PublishedRanker | None,
     logged: CandidateVectors,
     shown: Sequence[str],
 ) -> ServedFeatures:
     strategy: Literal["ranker", "retrieval_order"] = (
-        "ranker" if ranker_version is not None else "retrieval_order"
+        "ranker" if ranker is not None else "retrieval_order"
     )
     return ServedFeatures(
         request_id=request_id,
@@ -94,7 +94,7 @@ def served_features(
         served_at=served_at,
         features_at=logged.features_at,
         model_version=model_version,
-        ranker_version=ranker_version,
+        ranker_version=ranker.version if ranker is not None else None,
         feature_set=SERVING_FEATURE_SET,
         n_features=len(SERVING_FEATURE_NAMES),
         candidates=logged.item_ids,
@@ -102,3 +102,31 @@ def served_features(
         strategy=strategy,
         shown=list(shown),
     )
+
+
+class VectorRanker(Protocol):
+    """Scores candidates from their serving feature vectors (models.logged_ranker)."""
+
+    def score(self, vectors: FloatArray) -> FloatArray: ...
+
+
+@dataclass(frozen=True)
+class PublishedRanker:
+    """A ranker the gate promoted: what the ranking stage uses while it is published."""
+
+    version: str
+    model: VectorRanker
+    feature_set: str = SERVING_FEATURE_SET
+
+
+def rerank(
+    candidates: list[tuple[str, float]], logged: CandidateVectors, ranker: VectorRanker
+) -> list[tuple[str, float]]:
+    """`candidates` (retrieval order) re-ordered by the ranker's scores of their logged
+    vectors, best first; candidates past the logged ones keep retrieval order below them."""
+    scores = ranker.score(logged.vectors)
+    ranked = sorted(zip(logged.item_ids, scores.tolist(), strict=True), key=lambda p: -p[1])
+    floor = min((s for _, s in ranked), default=0.0)
+    described = set(logged.item_ids)
+    rest = [item for item, _ in candidates if item not in described]
+    return ranked + [(item, floor - 1.0 - n) for n, item in enumerate(rest)]

@@ -20,7 +20,13 @@ from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
 from serving.batching import BatchPlan, Group, plan_batch
 from serving.cold_start import CONTEXT_EVENTS, backfill, popular_candidates
-from serving.feature_log import CandidateVectors, candidate_vectors, served_features
+from serving.feature_log import (
+    CandidateVectors,
+    PublishedRanker,
+    candidate_vectors,
+    rerank,
+    served_features,
+)
 from serving.features import BatchFeatures, FeatureReader, UserContext
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
@@ -38,8 +44,10 @@ class Draft:
 
     candidates: list[tuple[str, float]]
     deployment: Deployment | None = None
-    strategy: Literal["model", "canary", "popularity", "none"] = "popularity"
+    strategy: Literal["model", "ranker", "canary", "popularity", "none"] = "popularity"
     filtered: bool = False
+    ranker: PublishedRanker | None = None
+    """The published ranker that ordered the candidates; None = retrieval order."""
     logged: CandidateVectors | None = None
     """The ranking stage's input, logged with the answer (model-served requests only)."""
 
@@ -72,6 +80,7 @@ class Scorer:
         history_length: int = 50,
         clock: Callable[[], float] = time.time,
         logged_candidates: int = 100,
+        ranker: Callable[[], PublishedRanker | None] = lambda: None,
     ) -> None:
         self.reader = reader
         self.routing = routing
@@ -80,7 +89,10 @@ class Scorer:
         self.history_length = history_length
         self.clock = clock
         self.logged_candidates = logged_candidates
-        """Candidates per answer whose feature vectors go to `rec.features` (0: none)."""
+        """Candidates per answer whose feature vectors go to `rec.features` (0: none); the
+        published ranker re-orders these (it scores their vectors)."""
+        self.ranker = ranker
+        """The gate's current ranker (None: serve retrieval order); one snapshot per batch."""
 
     def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
         features = self.reader.read(requests)
@@ -92,12 +104,13 @@ class Scorer:
             CandidateFilter.for_request(r, c.seen(), features.config.unavailable, rules)
             for r, c in zip(requests, features.contexts, strict=True)
         ]
-        retrieved = [self._retrieve(g, requests, filters, rules) for g in plan.groups]
+        ranker = self.ranker() if self.logged_candidates else None
+        retrieved = [self._retrieve(g, requests, filters, rules, ranker) for g in plan.groups]
         categories = self._categories(requests, features, plan, retrieved, rules)
         now = self.clock()
         for group, found in zip(plan.groups, retrieved, strict=True):
             self._filter_and_rank(
-                group, found, requests, filters, features, categories, drafts, now
+                group, found, requests, filters, features, categories, drafts, now, ranker
             )
         for position in plan.cold:
             context = features.contexts[position]
@@ -116,12 +129,13 @@ class Scorer:
         requests: Sequence[RecommendationRequest],
         filters: Sequence[CandidateFilter],
         rules: BusinessRules,
+        ranker: PublishedRanker | None,
     ) -> Retrieved:
         bundle = group.deployment.bundle
         queries = bundle.recommender.encode(group.histories)
         widest = max(requests[p].k for p in group.members)
         n = min(max(self.candidates, 2 * widest), len(bundle.index))
-        if bundle.ranker is None:
+        if not _reranks(group, ranker):
             needed = [self._needed(requests[p], filters[p], rules) for p in group.members]
             bounded = [w for w in needed if w is not None]
             if len(bounded) == len(needed):
@@ -194,12 +208,15 @@ class Scorer:
         categories: Mapping[str, str],
         drafts: list[Draft],
         now: float,
+        ranker: PublishedRanker | None,
     ) -> None:
         bundle = group.deployment.bundle
         rules = features.config.rules or self.rules
+        published = ranker if _reranks(group, ranker) and bundle.ranker is None else None
         filtered = []
         for row, position in enumerate(group.members):
-            depth = None if bundle.ranker else self._depth(requests[position], rules)
+            wide = bundle.ranker is not None or published is not None
+            depth = None if wide else self._depth(requests[position], rules)
             candidates = zip(
                 # -1: an index slot left empty (fewer matches than asked for), never an item.
                 (bundle.item_ids[i] if i > 0 else "" for i in found.ids[row].tolist()),
@@ -217,10 +234,17 @@ class Scorer:
             contexts = [features.contexts[p] for p in group.members]
             dense = dense_features(contexts, now)
             filtered = rank(bundle, found.queries, filtered, dense)
-        strategy: Literal["model", "canary"] = "canary" if group.canary else "model"
+        elif published is not None:
+            filtered = [
+                rerank(kept, vectors, published.model) if vectors is not None else kept
+                for kept, vectors in zip(filtered, logged, strict=True)
+            ]
+        strategy: Literal["model", "ranker", "canary"] = (
+            "canary" if group.canary else "ranker" if published is not None else "model"
+        )
         for position, kept, vectors in zip(group.members, filtered, logged, strict=True):
             drafts[position] = Draft(kept, group.deployment, strategy, filtered=True,
-                                     logged=vectors)
+                                     ranker=published, logged=vectors)
 
     def _answer(
         self,
@@ -241,7 +265,7 @@ class Scorer:
         items = order(ranked, rules, categories, request.k, pinned)
         served_at = self.clock()
         deployment = draft.deployment
-        strategy: Literal["model", "canary", "popularity", "none"] = (
+        strategy: Literal["model", "ranker", "canary", "popularity", "none"] = (
             draft.strategy if items else "none"
         )
         response = RecommendationResponse(
@@ -257,15 +281,24 @@ class Scorer:
             else None,
             served_at=served_at,
         )
-        outcome = {"model": "ok", "canary": "ok", "popularity": "cold_start"}.get(strategy, "empty")
+        outcome = {"model": "ok", "ranker": "ok", "canary": "ok", "popularity": "cold_start"}.get(
+            strategy, "empty"
+        )
         logged = None
         if deployment is not None and draft.logged is not None and items:
             logged = served_features(
                 request.request_id, request.user_id, served_at, deployment.version,
-                None if deployment.bundle.ranker is None else deployment.version,
-                draft.logged, [r.item_id for r in items],
+                draft.ranker, draft.logged, [r.item_id for r in items],
             )
         return Answer(response, outcome, logged)
+
+
+def _reranks(group: Group, ranker: PublishedRanker | None) -> bool:
+    """Whether the group's candidates get re-ordered: by the bundle's own ranker, or by the
+    published one (serving group only: a canary is judged on its own retrieval)."""
+    if group.deployment.bundle.ranker is not None:
+        return True
+    return ranker is not None and not group.canary
 
 
 def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:

@@ -16,6 +16,7 @@ from models.point_in_time import (
 from models.sequences import Queries
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
+from serving.feature_log import PublishedRanker
 from serving.features import Interaction, UserContext
 from serving.ordering import BusinessRules
 from serving.registry import Routing
@@ -117,3 +118,30 @@ def test_the_log_names_the_shown_items_and_retrieval_order() -> None:
         assert record.shown and set(record.shown) <= set(record.candidates)
         seen = {f"i{i}" for i, _ in HISTORIES[user]}
         assert not seen & set(record.candidates)
+
+
+class _ReverseRanker:
+    """Prefers what retrieval likes least: an order no retrieval can produce by accident."""
+
+    def score(self, vectors: np.ndarray) -> np.ndarray:
+        return (-vectors[:, 0]).astype(np.float32)
+
+
+def test_a_published_ranker_orders_the_answer_and_the_response_says_so() -> None:
+    live = deployment("1.0")
+    reader = FakeReader({"long": _context("long")})
+    plain = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                   clock=lambda: float(NOW), logged_candidates=8)
+    ranked = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                    clock=lambda: float(NOW), logged_candidates=8,
+                    ranker=lambda: PublishedRanker("r-3", _ReverseRanker()))
+    before = plain.score_batch([request("long", k=4)])[0]
+    after = ranked.score_batch([request("long", k=4)])[0]
+    assert before.response.strategy == "model" and after.response.strategy == "ranker"
+    assert after.features is not None and after.features.ranker_version == "r-3"
+    assert after.features.strategy == "ranker"
+    # The ranker saw the 8 logged candidates (retrieval order) and put the last 4 first.
+    logged = after.features.candidates
+    assert [i.item_id for i in after.response.items] == logged[::-1][:4]
+    assert before.features is not None
+    assert [i.item_id for i in before.response.items] == before.features.candidates[:4]
