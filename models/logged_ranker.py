@@ -18,7 +18,6 @@ held-back recent lists with plain retrieval order; a ranker that does not beat i
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -173,33 +172,46 @@ class LoggedRanker:
             scores: FloatArray = self._forward(vectors).numpy().astype(np.float32)
         return scores
 
-    def to_bytes(self) -> bytes:
-        """Weights and feature scales (what a stored ranker version holds)."""
-        buffer = io.BytesIO()
-        torch.save({
-            "model": self.model.state_dict(),
-            "mean": torch.from_numpy(self._mean),
-            "m2": torch.from_numpy(self._m2),
-            "seen_rows": self.seen_rows,
-            "n_features": self.n_features,
-            "config": self.config.model_dump(mode="json"),
-        }, buffer)
-        return buffer.getvalue()
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Weights and feature scales: what a stored ranker version holds (models.store)."""
+        state = {f"model.{k}": v.detach().clone() for k, v in self.model.state_dict().items()}
+        state["scale.mean"] = torch.from_numpy(self._mean.copy())
+        state["scale.m2"] = torch.from_numpy(self._m2.copy())
+        state["scale.seen_rows"] = torch.tensor([self.seen_rows], dtype=torch.int64)
+        return state
+
+    def manifest_config(self) -> dict[str, object]:
+        return {"n_features": self.n_features, "ranker": self.config.model_dump(mode="json")}
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> LoggedRanker:
-        state = torch.load(io.BytesIO(raw), weights_only=True)
-        ranker = cls(int(state["n_features"]), LoggedRankerConfig(**state["config"]))
-        ranker.model.load_state_dict(state["model"])
-        ranker._mean = state["mean"].numpy()
-        ranker._m2 = state["m2"].numpy()
-        ranker.seen_rows = int(state["seen_rows"])
+    def from_tensors(
+        cls, tensors: dict[str, torch.Tensor], config: dict[str, object]
+    ) -> LoggedRanker:
+        """The ranker :meth:`tensors` and :meth:`manifest_config` describe."""
+        settings = config.get("ranker")
+        n_features = config.get("n_features")
+        if not isinstance(settings, dict) or not isinstance(n_features, int):
+            raise ValueError("not a logged ranker's manifest config")
+        ranker = cls(n_features, LoggedRankerConfig(**settings))
+        ranker.model.load_state_dict(
+            {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
+        )
+        ranker._mean = tensors["scale.mean"].numpy().astype(np.float64)
+        ranker._m2 = tensors["scale.m2"].numpy().astype(np.float64)
+        ranker.seen_rows = int(tensors["scale.seen_rows"][0])
         return ranker
 
 
 def graded_ndcg_at_10(lists: Sequence[GradedList], scores: Sequence[FloatArray]) -> float:
     """Mean NDCG@10 with gains ``2**grade - 1`` over the lists that hold a positive grade
     (ties broken by list position, the retrieval order); NaN when none does."""
+    values = _per_list_ndcg(lists, scores)
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def _per_list_ndcg(
+    lists: Sequence[GradedList], scores: Sequence[FloatArray]
+) -> npt.NDArray[np.float64]:
     values = []
     for item, score in zip(lists, scores, strict=True):
         gains = (2.0 ** item.grades.astype(np.float64)) - 1.0
@@ -209,7 +221,7 @@ def graded_ndcg_at_10(lists: Sequence[GradedList], scores: Sequence[FloatArray])
         discounts = 1.0 / np.log2(np.arange(2, len(order) + 2))
         ideal = np.sort(gains)[::-1][:10]
         values.append(float((gains[order] * discounts).sum() / (ideal * discounts).sum()))
-    return float(np.mean(values)) if values else float("nan")
+    return np.asarray(values, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -224,20 +236,24 @@ class GateDecision:
 
 def gate(
     ranker: LoggedRanker, held_back: Sequence[GradedList], min_gain: float = 0.0,
-    min_lists: int = 50,
+    min_lists: int = 50, z: float = 2.0,
 ) -> GateDecision:
     """Promote only when the ranker's graded NDCG@10 on `held_back` beats retrieval order (the
-    retriever score column) by more than `min_gain`, over at least `min_lists` lists that hold
-    a positive grade."""
+    retriever score column) by more than `min_gain` and by more than `z` standard errors of the
+    paired per-list difference, over at least `min_lists` lists that hold a positive grade: a
+    few hundred lists are noisy, and a ranker that only fits noise must not pass by luck."""
     positive = [item for item in held_back if item.grades.max(initial=0) > 0]
-    ranked = graded_ndcg_at_10(positive, [ranker.score(i.vectors) for i in positive])
-    retrieval = graded_ndcg_at_10(
-        positive, [i.vectors[:, RETRIEVER_COLUMN] for i in positive]
-    )
-    if len(positive) < min_lists:
-        return GateDecision(False, ranked, retrieval, len(positive),
-                            f"held back {len(positive)} labelled lists, need {min_lists}")
-    if not ranked > retrieval + min_gain:
-        return GateDecision(False, ranked, retrieval, len(positive),
+    ranked = _per_list_ndcg(positive, [ranker.score(i.vectors) for i in positive])
+    retrieval = _per_list_ndcg(positive, [i.vectors[:, RETRIEVER_COLUMN] for i in positive])
+    n = len(positive)
+    ranked_mean = float(ranked.mean()) if n else float("nan")
+    retrieval_mean = float(retrieval.mean()) if n else float("nan")
+    if n < max(min_lists, 2):
+        return GateDecision(False, ranked_mean, retrieval_mean, n,
+                            f"held back {n} labelled lists, need {max(min_lists, 2)}")
+    difference = ranked - retrieval
+    error = float(difference.std(ddof=1)) / np.sqrt(n)
+    if not float(difference.mean()) > max(min_gain, z * error):
+        return GateDecision(False, ranked_mean, retrieval_mean, n,
                             "does not beat retrieval order")
-    return GateDecision(True, ranked, retrieval, len(positive), "beats retrieval order")
+    return GateDecision(True, ranked_mean, retrieval_mean, n, "beats retrieval order")

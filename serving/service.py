@@ -29,6 +29,7 @@ import torch
 from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 
+from models.store import ModelStore
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
@@ -38,6 +39,7 @@ from serving.canary import CanaryJudge, decision_update
 from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
+from serving.ranker_slot import RankerSlot
 from serving.read_pipeline import ReadPipeline
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
@@ -139,6 +141,7 @@ class ScorerService:
         self.judge = CanaryJudge(settings.canary)
         self._judge_lock = threading.Lock()
         self.registry.on_change = self._routing_changed
+        self.ranker = RankerSlot(ModelStore(settings.model_store))
         self.scorer = Scorer(
             self.reader,
             self.registry.snapshot,
@@ -146,6 +149,7 @@ class ScorerService:
             candidates=settings.candidates,
             history_length=settings.history_length,
             logged_candidates=settings.logged_candidates,
+            ranker=self.ranker.current,
         )
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
@@ -272,6 +276,10 @@ class ScorerService:
 
     def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
         for envelope in batch:
+            if envelope.record.model_name == self.settings.ranker_name:
+                if not self.ranker.apply(envelope.record):
+                    self.metrics.updates_refused.inc()
+                continue
             if envelope.record.model_name != self.settings.model_name:
                 continue
             if not self.registry.apply(envelope.record):
@@ -307,8 +315,6 @@ class ScorerService:
 
     def bootstrap_from_store(self) -> None:
         """Serve the store's newest version until model.updates says otherwise."""
-        from models.store import ModelStore
-
         store = ModelStore(self.settings.model_store)
         latest = store.latest(self.settings.model_name)
         if latest is None:

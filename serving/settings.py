@@ -56,6 +56,10 @@ class ServeSettings(ServiceSettings):
         "session_transformer", min_length=1, max_length=128,
         description="The model the online trainer publishes (online_trainer settings).",
     )
+    ranker_name: str = Field(
+        "ranker", min_length=1, max_length=128,
+        description="The ranker the online trainer publishes once the gate promotes one.",
+    )
     model_store: Path = Field(Path(".streamrec/models"), description="ModelStore root.")
     batch_size: int = Field(64, ge=1, le=5000, description="Most requests per micro-batch.")
     batch_fill_ms: float = Field(

@@ -59,7 +59,7 @@ def test_too_few_labelled_lists_never_promote() -> None:
 
 def test_a_stored_ranker_scores_as_the_one_it_was_saved_from() -> None:
     ranker = _trained(_lists(64, seed=6))
-    again = LoggedRanker.from_bytes(ranker.to_bytes())
+    again = LoggedRanker.from_tensors(ranker.tensors(), ranker.manifest_config())
     vectors = _lists(1, seed=7)[0].vectors
     np.testing.assert_array_equal(again.score(vectors), ranker.score(vectors))
 
