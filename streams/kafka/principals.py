@@ -21,6 +21,7 @@ from schemas.topics import (
     MODEL_UPDATES,
     MODEL_UPDATES_DLQ,
     RANKER_EXAMPLES,
+    RANKER_EXAMPLES_DLQ,
     REC_FEATURES,
     REC_FEATURES_DLQ,
     REC_REQUESTS,
@@ -63,7 +64,8 @@ GRANTS: dict[str, Grants] = {
     # The only writer of model versions outside the canary's decisions; dead-letters the drift
     # alerts it cannot accept.
     TRAINER: Grants(
-        reads=(INTERACTIONS, ALERTS_DRIFT), writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ)
+        reads=(INTERACTIONS, ALERTS_DRIFT, RANKER_EXAMPLES),
+        writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ, RANKER_EXAMPLES_DLQ),
     ),
     # Writes model.updates only for its canary's promote and rollback decisions; dead-letters
     # what it cannot accept from each topic it reads.
