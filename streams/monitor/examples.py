@@ -154,15 +154,15 @@ class ExampleLabeller:
                 examples.append(example)
         while self._hits and (self._hits[0][0] < watermark or len(self._hits) > self.max_pending):
             _, _, hit = heapq.heappop(self._hits)
-            kept = self._hits_by_user[hit.user_id]
-            kept.remove(hit)
-            if not kept:
+            waiting_hits = self._hits_by_user[hit.user_id]
+            waiting_hits.remove(hit)
+            if not waiting_hits:
                 del self._hits_by_user[hit.user_id]
         return examples
 
     def _forget(self, waiting: _Waiting) -> None:
         del self._by_request[waiting.record.request_id]
-        kept = self._by_user[waiting.record.user_id]
-        kept.remove(waiting)
-        if not kept:
+        answers = self._by_user[waiting.record.user_id]
+        answers.remove(waiting)
+        if not answers:
             del self._by_user[waiting.record.user_id]
