@@ -94,6 +94,8 @@ class TrainerService:
             self.settings.ranker_group_id,
             [self.settings.kafka.topic(RANKER_EXAMPLES)],
             on_assign=_from_the_beginning,
+            # Eager assignment: the whole assignment is seeked to the beginning at once.
+            overrides={"partition.assignment.strategy": "range"},
         )
         return ContractLoop(
             consumer,
