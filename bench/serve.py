@@ -246,7 +246,8 @@ def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 
     raise TimeoutError("scorer did not load the model in time")
 
 
-def _publish_model(kafka: KafkaConnection, store_root: Path) -> None:
+def _publish_model(kafka: KafkaConnection, store_root: Path) -> ModelUpdate:
+    from bench.ranker import train_bench_ranker
     from models.store import ModelStore
 
     producer = EventProducer(kafka)
@@ -255,7 +256,11 @@ def _publish_model(kafka: KafkaConnection, store_root: Path) -> None:
         sha256=ModelStore(store_root).digest(MODEL, "1.0"), published_at=time.time(),
     )
     producer.send(kafka.topic(MODEL_UPDATES), MODEL, update)
+    # The ranking stage serves a ranker the gate promoted (bench.ranker), not random weights.
+    ranker = train_bench_ranker(ModelStore(store_root), time.time())
+    producer.send(kafka.topic(MODEL_UPDATES), ranker.model_name, ranker)
     producer.flush()
+    return ranker
 
 
 def run(
@@ -282,7 +287,7 @@ def run(
     children: list[Any] = []
     try:
         _store_model(workdir / "models", catalog_items)
-        _publish_model(kafka, workdir / "models")
+        ranker = _publish_model(kafka, workdir / "models")
         _seed(kafka, catalog_items)
         worker = WorkerProcess(
             {
@@ -318,9 +323,21 @@ def run(
         _stop(children)
         _cleanup(kafka, key_prefix)
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {"catalog_items": catalog_items, "ingest_rate": ingest_rate, **result}
+    result = {
+        "catalog_items": catalog_items, "ingest_rate": ingest_rate, **result,
+        **_stages(result, ranker),
+    }
     write_result(json_path, result)
     _print(result)
+
+
+def _stages(result: dict[str, Any], ranker: ModelUpdate) -> dict[str, Any]:
+    """Which of the four stages ran (ranking only where answers say strategy=ranker)."""
+    from models.logged_ranker import LoggedRanker
+
+    ranked = result.get("response_strategies", {}).get("ranker", 0) > 0
+    stages = ["retrieval", "filtering", *(["ranking"] if ranked else []), "ordering"]
+    return {"stages": stages, "ranker": f"{LoggedRanker.name} {ranker.version}"}
 
 
 def _run_rates(
