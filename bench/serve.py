@@ -275,8 +275,12 @@ def run(
     then with the ingest side (feature worker, event generator) at `ingest_nice`
     (`by_rate_ingest_niced`), as STREAMREC_CPU_NICE would deploy it on a shared host."""
     # The bench's own clients log in as admin; the scorer and worker it starts as their own.
+    from deploy.local.settings import LocalStackSettings
+
+    local = LocalStackSettings()  # the local stack's broker, as _cleanup's Redis
     kafka = KafkaConnection(
-        topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN
+        bootstrap_servers=f"{local.host}:{local.kafka_port}",
+        topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN,
     )
     key_prefix = f"sr:bench:{uuid.uuid4().hex[:8]}:"
     create_topics(kafka)
