@@ -120,13 +120,27 @@ class PublishedRanker:
 
 
 def rerank(
-    candidates: list[tuple[str, float]], logged: CandidateVectors, ranker: VectorRanker
-) -> list[tuple[str, float]]:
-    """`candidates` (retrieval order) re-ordered by the ranker's scores of their logged
-    vectors, best first; candidates past the logged ones keep retrieval order below them."""
-    scores = ranker.score(logged.vectors)
-    ranked = sorted(zip(logged.item_ids, scores.tolist(), strict=True), key=lambda p: -p[1])
-    floor = min((s for _, s in ranked), default=0.0)
-    described = set(logged.item_ids)
-    rest = [item for item, _ in candidates if item not in described]
-    return ranked + [(item, floor - 1.0 - n) for n, item in enumerate(rest)]
+    lists: list[list[tuple[str, float]]],
+    logged: Sequence[CandidateVectors | None],
+    ranker: VectorRanker,
+) -> list[list[tuple[str, float]]]:
+    """Each request's candidates (retrieval order) re-ordered by the ranker's scores of their
+    logged vectors, best first; candidates past the logged ones keep retrieval order below
+    them. One ranker call for the whole group: a call has a fixed cost far above its rows'."""
+    described = [v for v in logged if v is not None]
+    if not described:
+        return lists
+    scores = ranker.score(np.concatenate([v.vectors for v in described]))
+    out, offset = [], 0
+    for candidates, vectors in zip(lists, logged, strict=True):
+        if vectors is None:
+            out.append(candidates)
+            continue
+        mine = scores[offset : offset + len(vectors.item_ids)].tolist()
+        offset += len(vectors.item_ids)
+        ranked = sorted(zip(vectors.item_ids, mine, strict=True), key=lambda p: -p[1])
+        floor = min((s for _, s in ranked), default=0.0)
+        seen = set(vectors.item_ids)
+        rest = [item for item, _ in candidates if item not in seen]
+        out.append(ranked + [(item, floor - 1.0 - n) for n, item in enumerate(rest)])
+    return out

@@ -235,10 +235,7 @@ class Scorer:
             dense = dense_features(contexts, now)
             filtered = rank(bundle, found.queries, filtered, dense)
         elif published is not None:
-            filtered = [
-                rerank(kept, vectors, published.model) if vectors is not None else kept
-                for kept, vectors in zip(filtered, logged, strict=True)
-            ]
+            filtered = rerank(filtered, logged, published.model)
         strategy: Literal["model", "ranker", "canary"] = (
             "canary" if group.canary else "ranker" if published is not None else "model"
         )
