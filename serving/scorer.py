@@ -135,16 +135,22 @@ class Scorer:
         queries = bundle.recommender.encode(group.histories)
         widest = max(requests[p].k for p in group.members)
         n = min(max(self.candidates, 2 * widest), len(bundle.index))
-        if not _reranks(group, ranker):
-            needed = [self._needed(requests[p], filters[p], rules) for p in group.members]
+        if group.deployment.bundle.ranker is None:
+            floor = self._floor(group, ranker)
+            needed = [self._needed(requests[p], filters[p], rules, floor) for p in group.members]
             bounded = [w for w in needed if w is not None]
             if len(bounded) == len(needed):
                 n = min(n, max(bounded))
         scores, ids = bundle.index.search(queries, n)
         return Retrieved(queries, scores, ids)
 
+    def _floor(self, group: Group, ranker: PublishedRanker | None) -> int:
+        """Allowed candidates the published ranker re-scores for this group (0: none does)."""
+        return self.logged_candidates if _reranks(group, ranker) else 0
+
     def _needed(
-        self, request: RecommendationRequest, allowed: CandidateFilter, rules: BusinessRules
+        self, request: RecommendationRequest, allowed: CandidateFilter, rules: BusinessRules,
+        floor: int = 0,
     ) -> int | None:
         """Candidates that surely hold the answer when nothing re-scores them; None = all.
 
@@ -153,7 +159,7 @@ class Scorer:
         answer as the full width (an index's best n are a prefix of its best wider list). A
         search of 300 cost 2-3x one of 60, and the seen items are what a request excludes
         most. Category filters can disallow any number: then the full width."""
-        depth = self._depth(request, rules)
+        depth = self._depth(request, rules, floor)
         if depth is None or allowed.needs_categories:
             return None
         return depth + len(allowed.excluded)
@@ -188,15 +194,18 @@ class Scorer:
                 ids.extend(item_ids[i] for i in found.ids.ravel().tolist() if i > 0)
         return self.reader.categories(ids) if ids else {}
 
-    def _depth(self, request: RecommendationRequest, rules: BusinessRules) -> int | None:
-        """How many allowed candidates ordering can use; None = all of them.
+    def _depth(
+        self, request: RecommendationRequest, rules: BusinessRules, floor: int = 0
+    ) -> int | None:
+        """How many allowed candidates ordering can use, at least the `floor` the published
+        ranker re-scores; None = all of them.
 
         Filtering stops there: most of the few hundred retrieved candidates are only needed
         when a ranker re-scores them or a boost may lift a deep one."""
         if rules.item_boosts or rules.category_boosts:
             return None
         depth = request.k + len(rules.pinned)
-        return depth * 4 if rules.max_per_category else depth
+        return max(depth * 4 if rules.max_per_category else depth, floor)
 
     def _filter_and_rank(
         self,
@@ -215,8 +224,10 @@ class Scorer:
         published = ranker if _reranks(group, ranker) and bundle.ranker is None else None
         filtered = []
         for row, position in enumerate(group.members):
-            wide = bundle.ranker is not None or published is not None
-            depth = None if wide else self._depth(requests[position], rules)
+            depth = (
+                None if bundle.ranker is not None
+                else self._depth(requests[position], rules, self._floor(group, ranker))
+            )
             candidates = zip(
                 # -1: an index slot left empty (fewer matches than asked for), never an item.
                 (bundle.item_ids[i] if i > 0 else "" for i in found.ids[row].tolist()),
