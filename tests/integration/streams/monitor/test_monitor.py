@@ -66,12 +66,12 @@ def interaction(n: int, user: str, item: str, kind: EventType, at: float) -> Int
 
 
 def served_features(
-    n: int, user: str, at: float, candidates: tuple[str, ...] = ("a", "b", "c", "d"),
+    request_id: str, user: str, at: float, candidates: tuple[str, ...] = ("a", "b", "c", "d"),
     shown: tuple[str, ...] = ("a", "b", "c"),
 ) -> ServedFeatures:
     rows = np.arange(2 * len(candidates), dtype=np.float32).reshape(-1, 2)
     return ServedFeatures(
-        request_id=f"r{n}", user_id=user, served_at=at, features_at=at, model_version="v1",
+        request_id=request_id, user_id=user, served_at=at, features_at=at, model_version="v1",
         feature_set="test-set", n_features=2, candidates=list(candidates),
         vectors=encode_vectors(rows), strategy="retrieval_order", shown=list(shown),
     )
@@ -87,7 +87,7 @@ def watermark_pushers(at: float) -> list[Record]:
         *(RecommendationResponse(request_id=f"p{at}-{u}", user_id=u, status="error",
                                  served_at=at, error=failed) for u in users),
         *(interaction(i, u, "zz", EventType.VIEW, at) for i, u in enumerate(users)),
-        *(served_features(i, u, at, shown=()) for i, u in enumerate(users)),
+        *(served_features(f"p{at}-{u}", u, at, shown=()) for u in users),
     ]
 
 
@@ -210,8 +210,8 @@ def test_logged_features_and_later_interactions_become_graded_ranker_examples(
     kafka: KafkaConnection, settings: MonitorSettings
 ) -> None:
     records: list[Record] = [
-        response(1, "u1", T0 + 1), served_features(1, "u1", T0 + 1),
-        response(2, "u2", T0 + 2), served_features(2, "u2", T0 + 2),
+        response(1, "u1", T0 + 1), served_features("r1", "u1", T0 + 1),
+        response(2, "u2", T0 + 2), served_features("r2", "u2", T0 + 2),
         interaction(1, "u1", "b", EventType.CLICK, T0 + 10),
         interaction(2, "u1", "b", EventType.PURCHASE, T0 + 11),
         interaction(3, "u2", "d", EventType.CLICK, T0 + 12),  # logged but not shown
