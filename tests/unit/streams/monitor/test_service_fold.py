@@ -9,7 +9,7 @@ from typing import cast
 
 import pytest
 from confluent_kafka import Message
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from schemas import encode
 from streams.kafka.connection import KafkaConnection
@@ -21,7 +21,10 @@ from tests.hostile_corpus import corpus
 
 from .records import response, served_features
 
-NOWHERE = KafkaConnection(bootstrap_servers="127.0.0.1:1")
+# A password of its own: the test needs no stack, so no `streamrec up` secrets either.
+NOWHERE = KafkaConnection(
+    bootstrap_servers="127.0.0.1:1", sasl_username="monitor", sasl_password=SecretStr("unused")
+)
 
 
 @pytest.fixture
