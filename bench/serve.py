@@ -246,7 +246,8 @@ def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 
     raise TimeoutError("scorer did not load the model in time")
 
 
-def _publish_model(kafka: KafkaConnection, store_root: Path) -> None:
+def _publish_model(kafka: KafkaConnection, store_root: Path) -> ModelUpdate:
+    from bench.ranker import train_bench_ranker
     from models.store import ModelStore
 
     producer = EventProducer(kafka)
@@ -255,7 +256,11 @@ def _publish_model(kafka: KafkaConnection, store_root: Path) -> None:
         sha256=ModelStore(store_root).digest(MODEL, "1.0"), published_at=time.time(),
     )
     producer.send(kafka.topic(MODEL_UPDATES), MODEL, update)
+    # The ranking stage serves a ranker the gate promoted (bench.ranker), not random weights.
+    ranker = train_bench_ranker(ModelStore(store_root), time.time())
+    producer.send(kafka.topic(MODEL_UPDATES), ranker.model_name, ranker)
     producer.flush()
+    return ranker
 
 
 def run(
@@ -270,8 +275,9 @@ def run(
     then with the ingest side (feature worker, event generator) at `ingest_nice`
     (`by_rate_ingest_niced`), as STREAMREC_CPU_NICE would deploy it on a shared host."""
     # The bench's own clients log in as admin; the scorer and worker it starts as their own.
+    local = LocalStackSettings()  # the local stack's broker, as _cleanup's Redis
     kafka = KafkaConnection(
-        bootstrap_servers=f"127.0.0.1:{LocalStackSettings().kafka_port}",
+        bootstrap_servers=f"{local.host}:{local.kafka_port}",
         topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN,
     )
     key_prefix = f"sr:bench:{uuid.uuid4().hex[:8]}:"
@@ -283,7 +289,7 @@ def run(
     children: list[Any] = []
     try:
         _store_model(workdir / "models", catalog_items)
-        _publish_model(kafka, workdir / "models")
+        ranker = _publish_model(kafka, workdir / "models")
         _seed(kafka, catalog_items)
         worker = WorkerProcess(
             {
@@ -320,9 +326,21 @@ def run(
         _stop(children)
         _cleanup(kafka, key_prefix)
         shutil.rmtree(workdir, ignore_errors=True)
-    result = {"catalog_items": catalog_items, "ingest_rate": ingest_rate, **result}
+    result = {
+        "catalog_items": catalog_items, "ingest_rate": ingest_rate, **result,
+        **_stages(result, ranker),
+    }
     write_result(json_path, result)
     _print(result)
+
+
+def _stages(result: dict[str, Any], ranker: ModelUpdate) -> dict[str, Any]:
+    """Which of the four stages ran (ranking only where answers say strategy=ranker)."""
+    from models.logged_ranker import LoggedRanker
+
+    ranked = result.get("response_strategies", {}).get("ranker", 0) > 0
+    stages = ["retrieval", "filtering", *(["ranking"] if ranked else []), "ordering"]
+    return {"stages": stages, "ranker": f"{LoggedRanker.name} {ranker.version}"}
 
 
 def _run_rates(

@@ -20,6 +20,13 @@ Feature groups (names in :data:`FEATURE_NAMES`, one column each, all finite):
 - item activity: log seconds since anyone last interacted with the item and since its first
   interaction, log counts in each stream window and overall, share of the last 7 days' events;
 - user: log history length, log seconds since the user's previous event.
+
+The serving feature set (:data:`SERVING_FEATURE_NAMES`, version :data:`SERVING_FEATURE_SET`) is
+the retriever, similarity and user groups: what the scorer can compute from what it already holds
+at request time (the ANN scores, the model's item and query vectors, the history it encoded). The
+scorer (serving.feature_log) and this module call the same group functions
+(:func:`retriever_features`, :func:`similarity_features`, :func:`user_features`), so a vector
+logged at serving time and one computed here for the same point in time are one definition.
 """
 
 from __future__ import annotations
@@ -51,6 +58,15 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"item_log_count_{w.name}" for w in WINDOWS), "item_log_count_all", "item_share_7d",
     "user_log_history", "user_log_gap",
 )
+
+SERVING_FEATURE_NAMES: tuple[str, ...] = (
+    "retriever_score", "retriever_log_softmax", "retriever_log_rank",
+    "sim_last", "sim_recent_mean", "sim_recent_max", "sim_query",
+    "user_log_history", "user_log_gap",
+)
+SERVING_FEATURE_SET = "pit-serving-v1"
+"""Version of :data:`SERVING_FEATURE_NAMES` and their definitions: logged with every vector, so
+a changed definition never mixes with examples computed under the old one."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +152,7 @@ def candidate_features(
     unit_items = unit_rows(item_vectors)
     as_of = np.broadcast_to(queries.query_times[:, None], candidates.shape).astype(np.int64)
     parts = [
-        _retriever(retriever_scores),
+        retriever_features(retriever_scores),
         _similarity(unit_items, unit_rows(query_vectors), queries.histories, candidates),
         _content(content, queries.histories, candidates),
         _activity(log, candidates, as_of),
@@ -148,6 +164,24 @@ def candidate_features(
     return features
 
 
+def serving_candidate_features(
+    item_vectors: FloatArray,
+    queries: Queries,
+    query_vectors: FloatArray,
+    candidates: IntArray,
+    retriever_scores: FloatArray,
+) -> FloatArray:
+    """``[n_queries, k, len(SERVING_FEATURE_NAMES)]``: the serving feature set of each query's
+    candidates, computed offline (the same columns :func:`candidate_features` holds)."""
+    unit_items = unit_rows(item_vectors)
+    parts = [
+        retriever_features(retriever_scores),
+        _similarity(unit_items, unit_rows(query_vectors), queries.histories, candidates),
+        _user(queries, candidates.shape[1]),
+    ]
+    return np.concatenate(parts, axis=2).astype(np.float32)
+
+
 def unit_rows(vectors: FloatArray) -> FloatArray:
     """Rows scaled to unit L2 norm (zero rows stay zero)."""
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
@@ -155,7 +189,8 @@ def unit_rows(vectors: FloatArray) -> FloatArray:
     return unit
 
 
-def _retriever(scores: FloatArray) -> FloatArray:
+def retriever_features(scores: FloatArray) -> FloatArray:
+    """``[q, k, 3]``: score, log-softmax over the query's candidates, log rank."""
     top = scores.max(axis=1, keepdims=True)
     log_softmax = scores - top - np.log(np.exp(scores - top).sum(axis=1, keepdims=True))
     order = np.argsort(-scores, axis=1, kind="stable")
@@ -179,14 +214,26 @@ def _similarity(
     candidates: IntArray,
 ) -> FloatArray:
     recent = _tails(histories, RECENT_ITEMS)
-    cand = unit_items[candidates]  # [q, k, d]
-    sims = np.einsum("qkd,qrd->qkr", cand, unit_items[recent])  # padding rows are zero
-    present: npt.NDArray[np.bool_] = np.asarray(recent > 0)[:, None, :]
-    n_present = np.maximum(present.sum(axis=2), 1)
+    present = recent > 0
+    # Padding slots compare as zero vectors, whatever the retriever's padding row holds.
+    recent_vectors = np.where(present[:, :, None], unit_items[recent], 0.0).astype(np.float32)
+    return similarity_features(unit_items[candidates], recent_vectors, present, unit_queries)
+
+
+def similarity_features(
+    candidates: FloatArray, recent: FloatArray, present: npt.NDArray[np.bool_],
+    queries: FloatArray,
+) -> FloatArray:
+    """``[q, k, 4]`` from unit vectors: ``candidates [q, k, d]``, the last
+    :data:`RECENT_ITEMS` history items ``recent [q, r, d]`` (newest last, left-padded with zero
+    rows that ``present [q, r]`` marks False) and ``queries [q, d]``."""
+    sims = np.einsum("qkd,qrd->qkr", candidates, recent)  # padding rows are zero
+    shown = np.asarray(present)[:, None, :]
+    n_present = np.maximum(shown.sum(axis=2), 1)
     mean = sims.sum(axis=2) / n_present
-    best = np.where(present, sims, -1.0).max(axis=2)
-    best = np.where(present.any(axis=2), best, 0.0)
-    query = np.einsum("qkd,qd->qk", cand, unit_queries)
+    best = np.where(shown, sims, -1.0).max(axis=2)
+    best = np.where(shown.any(axis=2), best, 0.0)
+    query = np.einsum("qkd,qd->qk", candidates, queries)
     return np.stack([sims[:, :, -1], mean, best, query], axis=2).astype(np.float32)
 
 
@@ -239,6 +286,14 @@ def _user(queries: Queries, k: int) -> FloatArray:
                                                  strict=True)],
         dtype=np.float64,
     )
-    gap = np.maximum(queries.query_times - last, 0.0)
+    return user_features(lengths, last, queries.query_times.astype(np.float64), k)
+
+
+def user_features(
+    lengths: Float64Array, last_times: Float64Array, query_times: Float64Array, k: int
+) -> FloatArray:
+    """``[q, k, 2]``: log history length and log seconds since the previous event (the query
+    time itself when there is none), repeated over the k candidates."""
+    gap = np.maximum(query_times - last_times, 0.0)
     user = np.stack([np.log1p(lengths), np.log1p(gap)], axis=1).astype(np.float32)
     return np.repeat(user[:, None, :], k, axis=1)

@@ -16,15 +16,18 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 from models.store import ModelStore
 from online_trainer.alerts import DriftAlerts
 from online_trainer.publisher import Publisher
+from online_trainer.ranker_training import RankerTraining
 from online_trainer.replay import RetrainWindow, retrain_window
 from online_trainer.retrain import Mode, RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from online_trainer.window import retrain_window_events
 from schemas import InteractionEvent
-from schemas.topics import INTERACTIONS
+from schemas.ranker_examples import RankerExample
+from schemas.topics import INTERACTIONS, MODEL_UPDATES, RANKER_EXAMPLES
 from streams.kafka.consumer import BatchConsumer
-from streams.kafka.contract_loop import ContractLoop
+from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
+from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
@@ -70,12 +73,53 @@ class TrainerService:
             self.producer,
             settings.max_future_skew_s,
         )
+        self.ranker = RankerTraining(
+            ModelStore(settings.store_dir),
+            held_back=settings.ranker_held_back,
+            gate_every=settings.ranker_gate_every,
+            min_gain=settings.ranker_min_gain,
+            min_lists=settings.ranker_min_lists,
+        )
+        self.ranker_loop = self._ranker_loop() if settings.ranker_enabled else None
         self._retrain: threading.Thread | None = None
         self._scheduled: RetrainWindow | None = None
         self._retrain_result: RetrainResult | None = None
         self._retrain_ends: dict[int, int] = {}
         self.retrains = 0
         self.retrain_failures = 0
+
+    def _ranker_loop(self) -> ContractLoop[RankerExample]:
+        consumer = BatchConsumer(
+            self.settings.kafka,
+            self.settings.ranker_group_id,
+            [self.settings.kafka.topic(RANKER_EXAMPLES)],
+            on_assign=_from_the_beginning,
+            # Eager assignment: the whole assignment is seeked to the beginning at once.
+            overrides={"partition.assignment.strategy": "range"},
+        )
+        return ContractLoop(
+            consumer,
+            RankerExample,
+            self._on_ranker_examples,
+            self.producer,
+            DeadLetterWriter(self.producer, "trainer"),
+            batch_size=self.settings.batch_size,
+            batch_timeout_s=self.settings.batch_timeout_s,
+            max_future_skew_s=self.settings.max_future_skew_s,
+        )
+
+    def _on_ranker_examples(
+        self, batch: list[Envelope[RankerExample]]
+    ) -> list[RecordRejected]:
+        step = self.ranker.step([e.record for e in batch])
+        if step.update is not None:
+            topic = self.settings.kafka.topic(MODEL_UPDATES)
+            self.producer.send(topic, step.update.model_name, step.update)
+        rejected = {id(example): error for example, error in step.rejected}
+        return [
+            RecordRejected(e, rejected[id(e.record)])  # type: ignore[arg-type]
+            for e in batch if id(e.record) in rejected
+        ]
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The checkpoint, not the group's committed offsets, says where the model stands: the
@@ -100,6 +144,8 @@ class TrainerService:
         idle_since = time.monotonic()
         while not stop.is_set():
             consumed = self.loop.run_once()
+            if self.ranker_loop is not None:
+                consumed += self.ranker_loop.run_once()
             if not consumed:
                 self.trainer.tick()
             self._poll_alerts()
@@ -118,6 +164,8 @@ class TrainerService:
         # last checkpoint is the state that is known to be consistent with its offsets.
         self.producer.flush()
         self.consumer.close()
+        if self.ranker_loop is not None:
+            self.ranker_loop.consumer.close()
         self.alerts.close()
 
     # -- drift-triggered retrain ---------------------------------------------------------------
@@ -209,3 +257,10 @@ class TrainerService:
         else:
             self._schedule_retrain(None, delay_s=self.settings.retrain_retry_s)
         self.consumer.raw.resume(assignment)
+
+
+def _from_the_beginning(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    # The ranker is not checkpointed: each start trains it afresh on the retained examples.
+    for tp in partitions:
+        tp.offset = OFFSET_BEGINNING
+    consumer.assign(partitions)

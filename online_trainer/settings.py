@@ -123,6 +123,28 @@ class TrainSettings(ServiceSettings):
         "scratch", description="Full retrain from a fresh initialisation or from current weights."
     )
     alerts_group_id: str = Field("streamrec-trainer-alerts", description="Group on alerts.drift.")
+    ranker_enabled: bool = Field(
+        True, description="Train the ranker on ranker.examples and publish it through its gate."
+    )
+    ranker_group_id: str = Field(
+        "streamrec-trainer-ranker", description="Group on ranker.examples (each start replays "
+        "the topic's retention: the ranker is trained afresh, not checkpointed).",
+    )
+    ranker_held_back: int = Field(
+        200, ge=10, le=100_000, description="Most recent labelled lists the gate judges on; "
+        "the ranker trains on the lists older than these.",
+    )
+    ranker_gate_every: int = Field(
+        10, ge=1, le=100_000, description="Micro-batches of ranker.examples between gate runs."
+    )
+    ranker_min_gain: float = Field(
+        0.0, ge=0.0, le=1.0, description="Graded NDCG@10 a ranker must gain over retrieval "
+        "order on the held-back lists (besides two standard errors) to be published.",
+    )
+    ranker_min_lists: int = Field(
+        50, ge=2, le=100_000, description="Held-back lists with a positive grade the gate "
+        "needs before it may promote.",
+    )
     alert_max_age_s: float = Field(
         600.0, gt=0, description="How far back a new alerts group starts reading (an existing "
         "group resumes at its commit, so an alert still pending is read again however old)."

@@ -79,7 +79,10 @@ class RecommendationResponse(BaseModel):
     status: Literal["ok", "error"]
     items: Annotated[list[ScoredItem], Field(max_length=MAX_K)] = Field(default_factory=list)
     model_version: Id | None = None
-    strategy: Literal["model", "canary", "popularity", "none"] = "model"
+    strategy: Literal["model", "ranker", "canary", "popularity", "none"] = "model"
+    """model: the serving version's retrieval order (no ranker passed the gate); ranker: the
+    published ranker ordered the retrieved candidates; canary: the canary version; popularity:
+    cold start; none: nothing to show."""
     feature_freshness_ms: NonNegative | None = None
     """Age of the newest feature this answer used (event time -> served)."""
     model_freshness_ms: NonNegative | None = None

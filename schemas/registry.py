@@ -9,6 +9,7 @@ from schemas.deadletter import DeadLetter
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
+from schemas.ranker_examples import RankerExample, ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
 
 RECORDS: dict[str, type[BaseModel]] = {
@@ -19,4 +20,6 @@ RECORDS: dict[str, type[BaseModel]] = {
     "ModelUpdate": ModelUpdate,
     "KpiReport": KpiReport,
     "DriftAlert": DriftAlert,
+    "ServedFeatures": ServedFeatures,
+    "RankerExample": RankerExample,
 }

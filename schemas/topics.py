@@ -15,6 +15,7 @@ from schemas.deadletter import DeadLetter
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
+from schemas.ranker_examples import RankerExample, ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
 
 _DAY_MS = 24 * 3600 * 1000
@@ -84,6 +85,14 @@ KPI_METRICS = TopicSpec(
 ALERTS_DRIFT = TopicSpec(
     "alerts.drift", "detector", DriftAlert, partitions=1, retention_ms=30 * _DAY_MS
 )
+# Keyed and partitioned like rec.responses and interactions: the monitor joins all three per user.
+REC_FEATURES = TopicSpec(
+    "rec.features", "user_id", ServedFeatures, partitions=4, retention_ms=_DAY_MS
+)
+# The ranker's training window is replayed from here after a restart.
+RANKER_EXAMPLES = TopicSpec(
+    "ranker.examples", "user_id", RankerExample, partitions=4, retention_ms=7 * _DAY_MS
+)
 
 
 
@@ -104,6 +113,8 @@ def _dead_letters(source: TopicSpec) -> TopicSpec:
 MODEL_UPDATES_DLQ = _dead_letters(MODEL_UPDATES)
 KPI_METRICS_DLQ = _dead_letters(KPI_METRICS)
 ALERTS_DRIFT_DLQ = _dead_letters(ALERTS_DRIFT)
+REC_FEATURES_DLQ = _dead_letters(REC_FEATURES)
+RANKER_EXAMPLES_DLQ = _dead_letters(RANKER_EXAMPLES)
 
 CATALOG: tuple[TopicSpec, ...] = (
     INTERACTIONS,
@@ -117,6 +128,10 @@ CATALOG: tuple[TopicSpec, ...] = (
     KPI_METRICS_DLQ,
     ALERTS_DRIFT,
     ALERTS_DRIFT_DLQ,
+    REC_FEATURES,
+    REC_FEATURES_DLQ,
+    RANKER_EXAMPLES,
+    RANKER_EXAMPLES_DLQ,
 )
 
 

@@ -16,9 +16,17 @@ from typing import Literal
 
 import numpy as np
 
+from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
 from serving.batching import BatchPlan, Group, plan_batch
 from serving.cold_start import CONTEXT_EVENTS, backfill, popular_candidates
+from serving.feature_log import (
+    CandidateVectors,
+    PublishedRanker,
+    candidate_vectors,
+    rerank,
+    served_features,
+)
 from serving.features import BatchFeatures, FeatureReader, UserContext
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
@@ -36,8 +44,12 @@ class Draft:
 
     candidates: list[tuple[str, float]]
     deployment: Deployment | None = None
-    strategy: Literal["model", "canary", "popularity", "none"] = "popularity"
+    strategy: Literal["model", "ranker", "canary", "popularity", "none"] = "popularity"
     filtered: bool = False
+    ranker: PublishedRanker | None = None
+    """The published ranker that ordered the candidates; None = retrieval order."""
+    logged: CandidateVectors | None = None
+    """The ranking stage's input, logged with the answer (model-served requests only)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,8 @@ class Answer:
     response: RecommendationResponse
     outcome: str
     """ok (model or canary), cold_start, or empty."""
+    features: ServedFeatures | None = None
+    """What the ranking stage saw, for `rec.features`; None for cold-start and empty answers."""
 
 
 class Scorer:
@@ -65,6 +79,8 @@ class Scorer:
         candidates: int = 300,
         history_length: int = 50,
         clock: Callable[[], float] = time.time,
+        logged_candidates: int = 100,
+        ranker: Callable[[], PublishedRanker | None] = lambda: None,
     ) -> None:
         self.reader = reader
         self.routing = routing
@@ -72,6 +88,11 @@ class Scorer:
         self.candidates = candidates
         self.history_length = history_length
         self.clock = clock
+        self.logged_candidates = logged_candidates
+        """Candidates per answer whose feature vectors go to `rec.features` (0: none); the
+        published ranker re-orders these (it scores their vectors)."""
+        self.ranker = ranker
+        """The gate's current ranker (None: serve retrieval order); one snapshot per batch."""
 
     def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
         features = self.reader.read(requests)
@@ -83,10 +104,14 @@ class Scorer:
             CandidateFilter.for_request(r, c.seen(), features.config.unavailable, rules)
             for r, c in zip(requests, features.contexts, strict=True)
         ]
-        retrieved = [self._retrieve(g, requests, filters, rules) for g in plan.groups]
+        ranker = self.ranker() if self.logged_candidates else None
+        retrieved = [self._retrieve(g, requests, filters, rules, ranker) for g in plan.groups]
         categories = self._categories(requests, features, plan, retrieved, rules)
+        now = self.clock()
         for group, found in zip(plan.groups, retrieved, strict=True):
-            self._filter_and_rank(group, found, requests, filters, features, categories, drafts)
+            self._filter_and_rank(
+                group, found, requests, filters, features, categories, drafts, now, ranker
+            )
         for position in plan.cold:
             context = features.contexts[position]
             drafts[position].candidates = popular_candidates(
@@ -104,21 +129,28 @@ class Scorer:
         requests: Sequence[RecommendationRequest],
         filters: Sequence[CandidateFilter],
         rules: BusinessRules,
+        ranker: PublishedRanker | None,
     ) -> Retrieved:
         bundle = group.deployment.bundle
         queries = bundle.recommender.encode(group.histories)
         widest = max(requests[p].k for p in group.members)
         n = min(max(self.candidates, 2 * widest), len(bundle.index))
-        if bundle.ranker is None:
-            needed = [self._needed(requests[p], filters[p], rules) for p in group.members]
+        if group.deployment.bundle.ranker is None:
+            floor = self._floor(group, ranker)
+            needed = [self._needed(requests[p], filters[p], rules, floor) for p in group.members]
             bounded = [w for w in needed if w is not None]
             if len(bounded) == len(needed):
                 n = min(n, max(bounded))
         scores, ids = bundle.index.search(queries, n)
         return Retrieved(queries, scores, ids)
 
+    def _floor(self, group: Group, ranker: PublishedRanker | None) -> int:
+        """Allowed candidates the published ranker re-scores for this group (0: none does)."""
+        return self.logged_candidates if _reranks(group, ranker) else 0
+
     def _needed(
-        self, request: RecommendationRequest, allowed: CandidateFilter, rules: BusinessRules
+        self, request: RecommendationRequest, allowed: CandidateFilter, rules: BusinessRules,
+        floor: int = 0,
     ) -> int | None:
         """Candidates that surely hold the answer when nothing re-scores them; None = all.
 
@@ -127,7 +159,7 @@ class Scorer:
         answer as the full width (an index's best n are a prefix of its best wider list). A
         search of 300 cost 2-3x one of 60, and the seen items are what a request excludes
         most. Category filters can disallow any number: then the full width."""
-        depth = self._depth(request, rules)
+        depth = self._depth(request, rules, floor)
         if depth is None or allowed.needs_categories:
             return None
         return depth + len(allowed.excluded)
@@ -162,15 +194,18 @@ class Scorer:
                 ids.extend(item_ids[i] for i in found.ids.ravel().tolist() if i > 0)
         return self.reader.categories(ids) if ids else {}
 
-    def _depth(self, request: RecommendationRequest, rules: BusinessRules) -> int | None:
-        """How many allowed candidates ordering can use; None = all of them.
+    def _depth(
+        self, request: RecommendationRequest, rules: BusinessRules, floor: int = 0
+    ) -> int | None:
+        """How many allowed candidates ordering can use, at least the `floor` the published
+        ranker re-scores; None = all of them.
 
         Filtering stops there: most of the few hundred retrieved candidates are only needed
         when a ranker re-scores them or a boost may lift a deep one."""
         if rules.item_boosts or rules.category_boosts:
             return None
         depth = request.k + len(rules.pinned)
-        return depth * 4 if rules.max_per_category else depth
+        return max(depth * 4 if rules.max_per_category else depth, floor)
 
     def _filter_and_rank(
         self,
@@ -181,12 +216,18 @@ class Scorer:
         features: BatchFeatures,
         categories: Mapping[str, str],
         drafts: list[Draft],
+        now: float,
+        ranker: PublishedRanker | None,
     ) -> None:
         bundle = group.deployment.bundle
         rules = features.config.rules or self.rules
+        published = ranker if _reranks(group, ranker) and bundle.ranker is None else None
         filtered = []
         for row, position in enumerate(group.members):
-            depth = None if bundle.ranker else self._depth(requests[position], rules)
+            depth = (
+                None if bundle.ranker is not None
+                else self._depth(requests[position], rules, self._floor(group, ranker))
+            )
             candidates = zip(
                 # -1: an index slot left empty (fewer matches than asked for), never an item.
                 (bundle.item_ids[i] if i > 0 else "" for i in found.ids[row].tolist()),
@@ -194,13 +235,24 @@ class Scorer:
                 strict=True,
             )
             filtered.append(filters[position].apply(candidates, categories, limit=depth))
+        logged = [
+            candidate_vectors(bundle, found.queries[row], group.histories[row],
+                              kept[: self.logged_candidates], now)
+            if self.logged_candidates else None
+            for row, kept in enumerate(filtered)
+        ]
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
-            dense = dense_features(contexts, self.clock())
+            dense = dense_features(contexts, now)
             filtered = rank(bundle, found.queries, filtered, dense)
-        strategy: Literal["model", "canary"] = "canary" if group.canary else "model"
-        for position, kept in zip(group.members, filtered, strict=True):
-            drafts[position] = Draft(kept, group.deployment, strategy, filtered=True)
+        elif published is not None:
+            filtered = rerank(filtered, logged, published.model)
+        strategy: Literal["model", "ranker", "canary"] = (
+            "canary" if group.canary else "ranker" if published is not None else "model"
+        )
+        for position, kept, vectors in zip(group.members, filtered, logged, strict=True):
+            drafts[position] = Draft(kept, group.deployment, strategy, filtered=True,
+                                     ranker=published, logged=vectors)
 
     def _answer(
         self,
@@ -221,7 +273,7 @@ class Scorer:
         items = order(ranked, rules, categories, request.k, pinned)
         served_at = self.clock()
         deployment = draft.deployment
-        strategy: Literal["model", "canary", "popularity", "none"] = (
+        strategy: Literal["model", "ranker", "canary", "popularity", "none"] = (
             draft.strategy if items else "none"
         )
         response = RecommendationResponse(
@@ -237,8 +289,24 @@ class Scorer:
             else None,
             served_at=served_at,
         )
-        outcome = {"model": "ok", "canary": "ok", "popularity": "cold_start"}.get(strategy, "empty")
-        return Answer(response, outcome)
+        outcome = {"model": "ok", "ranker": "ok", "canary": "ok", "popularity": "cold_start"}.get(
+            strategy, "empty"
+        )
+        logged = None
+        if deployment is not None and draft.logged is not None and items:
+            logged = served_features(
+                request.request_id, request.user_id, served_at, deployment.version,
+                draft.ranker, draft.logged, [r.item_id for r in items],
+            )
+        return Answer(response, outcome, logged)
+
+
+def _reranks(group: Group, ranker: PublishedRanker | None) -> bool:
+    """Whether the group's candidates get re-ordered: by the bundle's own ranker, or by the
+    published one (serving group only: a canary is judged on its own retrieval)."""
+    if group.deployment.bundle.ranker is not None:
+        return True
+    return ranker is not None and not group.canary
 
 
 def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:

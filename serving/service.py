@@ -30,16 +30,18 @@ from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 from redis import RedisCluster
 
+from models.store import ModelStore
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
-from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_FEATURES, REC_REQUESTS, REC_RESPONSES
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
+from serving.ranker_slot import RankerSlot
 from serving.read_pipeline import ReadPipeline
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
@@ -123,6 +125,7 @@ class ScorerService:
         self.control_producer = EventProducer(kafka)
         self._responses_topic = kafka.topic(REC_RESPONSES)
         redis_client = settings.redis.client()
+        self._features_topic = kafka.topic(REC_FEATURES)
         self.reader = RedisFeatureReader(
             redis_client,
             settings.redis.key_prefix,
@@ -135,12 +138,15 @@ class ScorerService:
         self.judge = CanaryJudge(settings.canary)
         self._judge_lock = threading.Lock()
         self.registry.on_change = self._routing_changed
+        self.ranker = RankerSlot(ModelStore(settings.model_store))
         self.scorer = Scorer(
             self.reader,
             self.registry.snapshot,
             settings.rules,
             candidates=settings.candidates,
             history_length=settings.history_length,
+            logged_candidates=settings.logged_candidates,
+            ranker=self.ranker.current,
         )
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
@@ -262,6 +268,9 @@ class ScorerService:
                 rejected.append(RecordRejected(envelope, answer))  # type: ignore[arg-type]
                 continue
             self.producer.send(self._responses_topic, request.user_id, answer.response)
+            if answer.features is not None:
+                # After the response: labels come from what happens once the answer is out.
+                self.producer.send(self._features_topic, request.user_id, answer.features)
             self.metrics.requests.labels(outcome=answer.outcome).inc()
         return rejected
 
@@ -277,6 +286,10 @@ class ScorerService:
 
     def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
         for envelope in batch:
+            if envelope.record.model_name == self.settings.ranker_name:
+                if not self.ranker.apply(envelope.record):
+                    self.metrics.updates_refused.inc()
+                continue
             if envelope.record.model_name != self.settings.model_name:
                 continue
             if not self.registry.apply(envelope.record):
@@ -312,8 +325,6 @@ class ScorerService:
 
     def bootstrap_from_store(self) -> None:
         """Serve the store's newest version until model.updates says otherwise."""
-        from models.store import ModelStore
-
         store = ModelStore(self.settings.model_store)
         latest = store.latest(self.settings.model_name)
         if latest is None:

@@ -56,6 +56,10 @@ class ServeSettings(ServiceSettings):
         "session_transformer", min_length=1, max_length=128,
         description="The model the online trainer publishes (online_trainer settings).",
     )
+    ranker_name: str = Field(
+        "ranker", min_length=1, max_length=128,
+        description="The ranker the online trainer publishes once the gate promotes one.",
+    )
     model_store: Path = Field(Path(".streamrec/models"), description="ModelStore root.")
     batch_size: int = Field(64, ge=1, le=5000, description="Most requests per micro-batch.")
     batch_fill_ms: float = Field(
@@ -76,6 +80,10 @@ class ServeSettings(ServiceSettings):
         "of already answered requests (duplicate answers, same request_id); none is lost.",
     )
     candidates: int = Field(300, ge=1, le=5000, description="Retrieved per request.")
+    logged_candidates: int = Field(
+        100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
+        "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
+    )
     popularity_candidates: int = Field(500, ge=1, le=5000)
     popularity_refresh_s: float = Field(1.0, gt=0, le=3600)
     config_refresh_s: float = Field(

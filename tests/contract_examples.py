@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from pydantic import BaseModel
 
 from schemas import (
@@ -20,6 +21,7 @@ from schemas import (
     ScoredItem,
     TrainingWindow,
 )
+from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 
 
 def examples() -> dict[str, BaseModel]:
@@ -104,5 +106,32 @@ def examples() -> dict[str, BaseModel]:
             suggested_action="retrain",
             detected_at=now,
             message="hit rate fell by half",
+        ),
+        "ServedFeatures": ServedFeatures(
+            request_id="r-1",
+            user_id="u-1",
+            served_at=now,
+            features_at=now,
+            model_version="3.14",
+            feature_set="pit-serving-v1",
+            n_features=3,
+            candidates=["i-3", "i-4"],
+            vectors=encode_vectors(np.array([[0.5, -1.0, 2.0], [0.25, 0.0, 1e-8]], np.float32)),
+            strategy="retrieval_order",
+            shown=["i-3", "i-4"],
+        ),
+        "RankerExample": RankerExample(
+            request_id="r-1",
+            user_id="u-1",
+            served_at=now - 60,
+            features_at=now - 60,
+            model_version="3.14",
+            ranker_version="3.14",
+            feature_set="pit-serving-v1",
+            n_features=3,
+            candidates=["i-3", "i-4"],
+            vectors=encode_vectors(np.array([[0.5, -1.0, 2.0], [0.25, 0.0, 1e-8]], np.float32)),
+            grades=[1, 0],
+            labelled_at=now,
         ),
     }

@@ -20,6 +20,10 @@ from schemas.topics import (
     KPI_METRICS_DLQ,
     MODEL_UPDATES,
     MODEL_UPDATES_DLQ,
+    RANKER_EXAMPLES,
+    RANKER_EXAMPLES_DLQ,
+    REC_FEATURES,
+    REC_FEATURES_DLQ,
     REC_REQUESTS,
     REC_REQUESTS_DLQ,
     REC_RESPONSES,
@@ -61,18 +65,24 @@ GRANTS: dict[str, Grants] = {
     # The only writer of model versions outside the canary's decisions; dead-letters the drift
     # alerts it cannot accept.
     TRAINER: Grants(
-        reads=(INTERACTIONS, ALERTS_DRIFT), writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ)
+        reads=(INTERACTIONS, ALERTS_DRIFT, RANKER_EXAMPLES),
+        writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ, RANKER_EXAMPLES_DLQ),
     ),
     # Writes model.updates only for its canary's promote and rollback decisions; dead-letters
     # what it cannot accept from each topic it reads.
     SCORER: Grants(
         reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS),
         writes=(
-            REC_RESPONSES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ, KPI_METRICS_DLQ,
+            REC_RESPONSES, REC_FEATURES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ,
+            KPI_METRICS_DLQ,
         ),
     ),
-    # The only writer of KPIs and drift alerts.
-    MONITOR: Grants(reads=(REC_RESPONSES, INTERACTIONS), writes=(KPI_METRICS, ALERTS_DRIFT)),
+    # The only writer of KPIs, drift alerts and labelled ranker examples; dead-letters the
+    # feature logs it cannot accept.
+    MONITOR: Grants(
+        reads=(REC_RESPONSES, INTERACTIONS, REC_FEATURES),
+        writes=(KPI_METRICS, ALERTS_DRIFT, RANKER_EXAMPLES, REC_FEATURES_DLQ),
+    ),
     # The window archive's compaction job: copies interactions to Parquet, dead-letters what it
     # cannot decode.
     ARCHIVER: Grants(reads=(INTERACTIONS,), writes=(INTERACTIONS_DLQ,)),

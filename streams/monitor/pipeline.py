@@ -1,9 +1,11 @@
 """The monitor's logic without Kafka: records in, KPI reports and drift alerts out.
 
 `on_response` / `on_interaction` fold records into the attribution join (`source` names the
-topic-partition a record came from, for the per-partition watermark); `advance` moves the
-watermark, finalises responses whose attribution window closed (oldest first), feeds them to the
-KPI windows and the drift detectors, and returns what is ready to publish. Everything is driven by
+topic-partition a record came from, for the per-partition watermark) and `on_features` /
+`on_interaction` into the ranker-example labeller; `advance` moves the watermark, finalises
+responses whose attribution window closed (oldest first), feeds them to the KPI windows and the
+drift detectors, labels the logged features whose window closed, and returns what is ready to
+publish. Everything is driven by
 event time, so replaying the same records gives the same reports and alerts.
 """
 
@@ -17,6 +19,7 @@ from typing import Literal
 from schemas.alerts import DriftAlert
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
+from schemas.ranker_examples import RankerExample, ServedFeatures
 from schemas.recommendations import RecommendationResponse
 from streams.monitor.attribution import AttributionJoin, ResponseOutcome
 from streams.monitor.clock import DEFAULT_SOURCE, EventClock
@@ -25,6 +28,7 @@ from streams.monitor.drift.detectors import KpiDropDetector
 from streams.monitor.drift.freshness import HysteresisGuard, SampleQuantile
 from streams.monitor.drift.policy import AlertPolicy, FreshnessKind
 from streams.monitor.drift.profiles import FeatureProfile, psi_by_feature
+from streams.monitor.examples import ExampleLabeller
 from streams.monitor.settings import MonitorSettings
 from streams.monitor.windows import KpiWindows
 
@@ -38,6 +42,7 @@ class Published:
     reports: list[KpiReport] = field(default_factory=list)
     alerts: list[DriftAlert] = field(default_factory=list)
     psi: dict[str, float] = field(default_factory=dict)
+    examples: list[RankerExample] = field(default_factory=list)
 
 
 def _indicator(outcome: ResponseOutcome, metric: KpiMetric) -> float:
@@ -66,6 +71,9 @@ class MonitorPipeline:
         self.join = AttributionJoin(
             settings.attribution_window_s, settings.k, settings.max_pending_responses
         )
+        self.labeller = ExampleLabeller(
+            settings.attribution_window_s, settings.max_pending_responses
+        )
         self.windows = KpiWindows(settings.window_s, settings.k)
         self.policy = AlertPolicy(drift, settings.window_s)
         self.detectors = {m: KpiDropDetector(m, drift) for m in drift.kpi_metrics}
@@ -88,12 +96,23 @@ class MonitorPipeline:
             return "late"
         return "applied" if self.join.add_response(response) else "duplicate_or_filtered"
 
+    def on_features(
+        self, record: ServedFeatures, wall: float, source: str = DEFAULT_SOURCE
+    ) -> RecordOutcome:
+        """`record` must have passed its vector check (`record.matrix()`)."""
+        self.clock.observe(record.served_at, wall, source)
+        if record.served_at + self._settings.attribution_window_s < self.clock.watermark(wall):
+            return "late"
+        return "applied" if self.labeller.add_features(record) else "duplicate_or_filtered"
+
     def on_interaction(
         self, event: InteractionEvent, wall: float, source: str = DEFAULT_SOURCE
     ) -> RecordOutcome:
         self.clock.observe(event.timestamp, wall, source)
         self._profile(event)
-        credited = self.join.add_interaction(event, self.clock.watermark(wall))
+        watermark = self.clock.watermark(wall)
+        credited = self.join.add_interaction(event, watermark)
+        self.labeller.add_interaction(event, watermark)
         return "applied" if credited else "unattributable"
 
     def advance(self, wall: float) -> Published:
@@ -101,7 +120,8 @@ class MonitorPipeline:
         watermark = self.clock.watermark(wall)
         for outcome in self.join.expire(watermark):
             self._finalise(outcome)
-        published = Published(alerts=self._pending_alerts, psi=self._pending_psi)
+        published = Published(alerts=self._pending_alerts, psi=self._pending_psi,
+                              examples=self.labeller.expire(watermark))
         self._pending_alerts, self._pending_psi = [], {}
         published.reports = self.windows.close(watermark - self._settings.attribution_window_s)
         return published
@@ -109,7 +129,8 @@ class MonitorPipeline:
     def horizon(self) -> float:
         """The oldest event time the state still needs: records before it may be committed."""
         candidates = (
-            self.join.oldest_served_at, self.join.oldest_unmatched_at, self.windows.oldest_start
+            self.join.oldest_served_at, self.join.oldest_unmatched_at, self.windows.oldest_start,
+            self.labeller.oldest_served_at, self.labeller.oldest_hit_at,
         )
         return min((t for t in candidates if t is not None), default=math.inf)
 

@@ -1,8 +1,8 @@
 """`streamrec monitor`: the Kafka loop around `MonitorPipeline`.
 
-One consumer reads `rec.responses` and `interactions` together. Scaling out needs a user's
-responses and interactions in the same instance: both topics are keyed by user_id, the range
-assignor gives one instance partition i of both, which holds while the topics keep equal
+One consumer reads `rec.responses`, `interactions` and `rec.features` together. Scaling out
+needs a user's records in the same instance: the three topics are keyed by user_id, the range
+assignor gives one instance partition i of each, which holds while the topics keep equal
 partition counts and their producers the same partitioner (librdkafka's default differs from
 the Java client's murmur2; set `partitioner=murmur2_random` everywhere or run one instance).
 
@@ -10,7 +10,9 @@ Per batch: decode and fold records in, advance the watermark, publish KPI report
 flush (idempotent producer), then commit only what the remaining state no longer needs, with
 the bound of the windows already reported (streams.monitor.offsets). Invalid records are counted
 and skipped, never retried forever: the stream workers dead-letter invalid interactions, and
-the scorer validates what it publishes (the catalog has no `rec.responses.dlq`).
+the scorer validates what it publishes (the catalog has no `rec.responses.dlq`). Logged features
+the monitor cannot use (contract, vectors) are dead-lettered to `rec.features.dlq`; labelled
+examples go to `ranker.examples`, flushed with the reports before the commit.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from schemas.events import InteractionEvent
+from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationResponse
-from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
+from schemas.topics import (
+    ALERTS_DRIFT,
+    INTERACTIONS,
+    KPI_METRICS,
+    RANKER_EXAMPLES,
+    REC_FEATURES,
+    REC_RESPONSES,
+)
 from schemas.wire import ContractError, decode
 from streams.kafka.consumer import BatchConsumer, commit_offsets, committed_offsets
+from streams.kafka.deadletter import DeadLetterWriter, SourcePosition
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.profiles import FeatureProfile
 from streams.monitor.metrics import MonitorMetrics
@@ -63,11 +74,15 @@ class MonitorService:
         self._interactions_topic = kafka.topic(INTERACTIONS)
         self._kpi_topic = kafka.topic(KPI_METRICS)
         self._alerts_topic = kafka.topic(ALERTS_DRIFT)
+        self._features_topic = kafka.topic(REC_FEATURES)
+        self._examples_topic = kafka.topic(RANKER_EXAMPLES)
         self.producer = EventProducer(kafka)
+        self.dead_letters = DeadLetterWriter(self.producer, "monitor")
+        self._dead_lettered = 0
         self.consumer = BatchConsumer(
             kafka,
             settings.group_id,
-            [self._responses_topic, self._interactions_topic],
+            [self._responses_topic, self._interactions_topic, self._features_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             overrides=_CO_PARTITIONED,
@@ -116,6 +131,8 @@ class MonitorService:
                 response = decode(RecommendationResponse, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_response(response, wall, source)
                 event_time = response.served_at
+            elif topic == self._features_topic:
+                outcome, event_time = self._fold_features(message, wall, source)
             else:
                 event = decode(InteractionEvent, value, self.settings.max_future_skew_s)
                 outcome = self.pipeline.on_interaction(event, wall, source)
@@ -139,15 +156,39 @@ class MonitorService:
         self.metrics.records.labels(topic, outcome).inc()
         self.tracker.track(topic, partition, offset, event_time)
 
+    def _fold_features(
+        self, message: Message, wall: float, source: str
+    ) -> tuple[RecordOutcome | str, float]:
+        """A logged answer into the labeller, or to `rec.features.dlq` when it is unusable."""
+        try:
+            record = decode(ServedFeatures, message.value(), self.settings.max_future_skew_s)
+            record.matrix()
+        except ValueError as error:  # ContractError is one too
+            topic, partition, offset = _position(message)
+            _, stamp = message.timestamp()
+            self.dead_letters.write(
+                message.key(), message.value(), error,
+                SourcePosition(topic, partition, offset, stamp), stage="validate",
+            )
+            return "invalid", float("-inf")
+        return self.pipeline.on_features(record, wall, source), record.served_at
+
     def _publish(self, published: Published) -> None:
         for report in published.reports:
             self.producer.send(self._kpi_topic, report.model_version, report)
         for alert in published.alerts:
             self.producer.send(self._alerts_topic, alert.detector, alert)
-        if published.reports or published.alerts:
+        for example in published.examples:
+            self.producer.send(self._examples_topic, example.user_id, example)
+        dead_letters = self.dead_letters.written - self._dead_lettered
+        self._dead_lettered = self.dead_letters.written
+        if published.reports or published.alerts or published.examples or dead_letters:
+            # Before the commit: a crash re-reads what these records came from.
             self.producer.flush()
             logger.info(
-                "published reports=%d alerts=%d", len(published.reports), len(published.alerts)
+                "published reports=%d alerts=%d examples=%d dead_letters=%d",
+                len(published.reports), len(published.alerts), len(published.examples),
+                dead_letters,
             )
         # Metrics only after the records are acknowledged, so they never count a lost report.
         for report in published.reports:

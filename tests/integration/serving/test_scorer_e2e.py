@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
 from schemas.deadletter import DeadLetter
-from schemas.topics import REC_REQUESTS, REC_REQUESTS_DLQ
+from schemas.ranker_examples import ServedFeatures
+from schemas.topics import REC_FEATURES, REC_REQUESTS, REC_REQUESTS_DLQ
 from schemas.wire import decode
 from serving.features import ServingKeys
 from serving.service import ScorerService
@@ -80,6 +82,17 @@ def test_answers_carry_version_and_freshness_and_follow_the_users_latest_events(
         moved = [i.item_id for i in third.items]
         assert moved != [i.item_id for i in second.items]
         assert not set(moved) & {"i200", "i201", "i202", *unavailable}
+
+    # Each model-served answer logged its ranking stage's input for the ranker's training data.
+    logged = [decode(ServedFeatures, m.value())
+              for m in read_all(kafka, kafka.topic(REC_FEATURES), 3)]
+    assert {f.request_id for f in logged} == {first.request_id, second.request_id,
+                                             third.request_id}
+    for record in logged:
+        assert record.feature_set == SERVING_FEATURE_SET
+        assert record.strategy == "retrieval_order" and record.model_version == "1.0"
+        assert record.matrix().shape == (len(record.candidates), len(SERVING_FEATURE_NAMES))
+        assert len(record.shown) == 20
 
 
 def test_unknown_users_get_recent_popularity(

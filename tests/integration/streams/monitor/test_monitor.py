@@ -10,15 +10,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
+from schemas.deadletter import DeadLetter
 from schemas.events import EventType, InteractionEvent
 from schemas.kpi import KpiReport
+from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
-from schemas.topics import ALERTS_DRIFT, INTERACTIONS, KPI_METRICS, REC_RESPONSES
+from schemas.topics import (
+    ALERTS_DRIFT,
+    INTERACTIONS,
+    KPI_METRICS,
+    RANKER_EXAMPLES,
+    REC_FEATURES,
+    REC_RESPONSES,
+)
 from schemas.wire import decode
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import MONITOR
@@ -30,7 +40,7 @@ from streams.monitor.settings import MonitorSettings
 from tests.hostile_corpus import corpus
 
 R = TypeVar("R", bound=BaseModel)
-Record = RecommendationResponse | InteractionEvent
+Record = RecommendationResponse | InteractionEvent | ServedFeatures
 WINDOW_S = 300.0
 ATTRIBUTION_S = 60.0
 # Far enough in the past that a whole simulated day fits before now; aligned to a window.
@@ -55,15 +65,29 @@ def interaction(n: int, user: str, item: str, kind: EventType, at: float) -> Int
     )
 
 
+def served_features(
+    request_id: str, user: str, at: float, candidates: tuple[str, ...] = ("a", "b", "c", "d"),
+    shown: tuple[str, ...] = ("a", "b", "c"),
+) -> ServedFeatures:
+    rows = np.arange(2 * len(candidates), dtype=np.float32).reshape(-1, 2)
+    return ServedFeatures(
+        request_id=request_id, user_id=user, served_at=at, features_at=at, model_version="v1",
+        feature_set="test-set", n_features=2, candidates=list(candidates),
+        vectors=encode_vectors(rows), strategy="retrieval_order", shown=list(shown),
+    )
+
+
 def watermark_pushers(at: float) -> list[Record]:
-    """Records at `at` on every partition of both topics (the watermark is the minimum over
-    partitions) that count for nothing themselves: error answers and views."""
+    """Records at `at` on every partition of the three topics (the watermark is the minimum
+    over partitions) that count for nothing themselves: error answers, views and logged
+    features that showed none of their candidates."""
     users = [f"pusher{i}" for i in range(PUSHERS)]
     failed = ResponseError(code="overloaded", message="busy")
     return [
         *(RecommendationResponse(request_id=f"p{at}-{u}", user_id=u, status="error",
                                  served_at=at, error=failed) for u in users),
         *(interaction(i, u, "zz", EventType.VIEW, at) for i, u in enumerate(users)),
+        *(served_features(f"p{at}-{u}", u, at, shown=()) for u in users),
     ]
 
 
@@ -110,7 +134,10 @@ def monitoring(settings: MonitorSettings) -> Iterator[MonitorService]:
 def publish(kafka: KafkaConnection, records: list[Record]) -> None:
     producer = EventProducer(kafka)
     for record in records:
-        spec = REC_RESPONSES if isinstance(record, RecommendationResponse) else INTERACTIONS
+        spec = (
+            REC_RESPONSES if isinstance(record, RecommendationResponse)
+            else REC_FEATURES if isinstance(record, ServedFeatures) else INTERACTIONS
+        )
         producer.send(kafka.topic(spec), record.user_id, record)
     producer.flush()
 
@@ -177,6 +204,41 @@ def test_responses_and_later_interactions_become_kpi_reports_with_the_right_coun
     first = min(reports, key=lambda r: r.window_start)
     assert (first.hit_rate_at_k, first.ctr, first.conversion_rate) == (0.5, 0.25, 0.25)
     assert invalid == 1.0  # skipped and counted; the monitor kept going
+
+
+def test_logged_features_and_later_interactions_become_graded_ranker_examples(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    records: list[Record] = [
+        response(1, "u1", T0 + 1), served_features("r1", "u1", T0 + 1),
+        response(2, "u2", T0 + 2), served_features("r2", "u2", T0 + 2),
+        interaction(1, "u1", "b", EventType.CLICK, T0 + 10),
+        interaction(2, "u1", "b", EventType.PURCHASE, T0 + 11),
+        interaction(3, "u2", "d", EventType.CLICK, T0 + 12),  # logged but not shown
+        interaction(4, "u2", "a", EventType.CLICK, T0 + 2 + ATTRIBUTION_S + 1),  # too late
+        *watermark_pushers(T0 + 10 * WINDOW_S),
+    ]
+    with monitoring(settings) as service:
+        garbage = EventProducer(kafka)
+        garbage.send_raw(kafka.topic(REC_FEATURES), b"u9", b"{not json")
+        garbage.flush()
+        publish(kafka, records)
+        examples = read_until(
+            kafka, kafka.topic(RANKER_EXAMPLES), RankerExample, lambda e: len(e) >= 2
+        )
+        letters = read_until(
+            kafka, f"{kafka.topic(REC_FEATURES)}.dlq", DeadLetter, lambda d: len(d) >= 1
+        )
+        assert service.dead_letters.written == 1
+    by_request = {e.request_id: e for e in examples}
+    assert set(by_request) == {"r1", "r2"}
+    assert by_request["r1"].candidates == ["a", "b", "c"]
+    assert by_request["r1"].grades == [0, 3, 0]
+    assert by_request["r2"].grades == [0, 0, 0]
+    matrix, _ = by_request["r1"].graded()
+    np.testing.assert_array_equal(matrix, [[0, 1], [2, 3], [4, 5]])
+    [letter] = letters
+    assert letter.original_value == b"{not json" and letter.service == "monitor"
 
 
 def test_a_kpi_drop_becomes_a_drift_alert(

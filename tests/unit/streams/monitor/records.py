@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from schemas.events import EventContext, EventType, InteractionEvent
+from schemas.ranker_examples import ServedFeatures, encode_vectors
 from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
 
 T0 = 1_750_000_000.0
@@ -45,4 +48,20 @@ def interaction(
     return InteractionEvent(
         event_id=event_id, user_id=user, session_id="s1", item_id=item, event_type=kind,
         timestamp=at, context=EventContext(request_id=request_id) if request_id else None,
+    )
+
+
+def served_features(
+    request_id: str,
+    user: str = "u1",
+    candidates: tuple[str, ...] = ("a", "b", "c", "d"),
+    shown: tuple[str, ...] = ("a", "b", "c"),
+    served_at: float = T0,
+) -> ServedFeatures:
+    """Row n of the vectors is `[n, n + 0.5]`, so a test can tell the rows apart."""
+    rows = np.array([[n, n + 0.5] for n in range(len(candidates))], dtype=np.float32)
+    return ServedFeatures(
+        request_id=request_id, user_id=user, served_at=served_at, features_at=served_at,
+        model_version="v1", feature_set="test-set", n_features=2, candidates=list(candidates),
+        vectors=encode_vectors(rows), strategy="retrieval_order", shown=list(shown),
     )

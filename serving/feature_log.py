@@ -1,0 +1,146 @@
+"""The ranking stage's feature vectors, computed once and logged as served (`rec.features`).
+
+The vectors are the serving feature set of models.point_in_time, computed by its own group
+functions from what the scorer holds at request time: the ANN scores of the filtered candidates
+(retrieval order), the version's item and query vectors, and the history the version encoded.
+The monitor labels the logged vectors later (streams.monitor.examples), so the ranker trains on
+the vectors it serves, never on a second implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from models.point_in_time import (
+    RECENT_ITEMS,
+    SERVING_FEATURE_NAMES,
+    SERVING_FEATURE_SET,
+    retriever_features,
+    similarity_features,
+    unit_rows,
+    user_features,
+)
+from schemas.ranker_examples import ServedFeatures, encode_vectors
+from serving.model_bundle import FloatArray, History, ModelBundle
+
+
+@dataclass(frozen=True)
+class CandidateVectors:
+    """One request's ranking-stage input: candidates in retrieval order and their vectors."""
+
+    item_ids: list[str]
+    scores: list[float]
+    """The retriever's (ANN) scores, the first feature column."""
+    vectors: FloatArray
+    """``[len(item_ids), len(SERVING_FEATURE_NAMES)]``."""
+    features_at: float
+
+
+def candidate_vectors(
+    bundle: ModelBundle,
+    query: FloatArray,
+    history: History,
+    candidates: Sequence[tuple[str, float]],
+    now: float,
+) -> CandidateVectors | None:
+    """The serving feature vectors of `candidates` (id, ANN score) for one request whose
+    version encoded `history` into `query`; None when there is no candidate to describe."""
+    known = [(i, s) for i, s in candidates if i in bundle.item_index]
+    if not known:
+        return None
+    indices = np.array([bundle.item_index[i] for i, _ in known], dtype=np.int64)
+    recent = np.array([i for i, _ in history[-RECENT_ITEMS:]], dtype=np.int64)
+    vectors = unit_rows(bundle.recommender.item_vectors(np.concatenate([indices, recent])))
+    recent_vectors = np.zeros((1, RECENT_ITEMS, vectors.shape[1]), dtype=np.float32)
+    present = np.zeros((1, RECENT_ITEMS), dtype=np.bool_)
+    if len(recent):
+        recent_vectors[0, RECENT_ITEMS - len(recent):] = vectors[len(indices):]
+        present[0, RECENT_ITEMS - len(recent):] = True
+    # A MIPS query carries a constant column past the item space (models.retrieval): the
+    # similarity compares within the item space.
+    query_vector = query[None, : vectors.shape[1]]
+    scores = np.array([[s for _, s in known]], dtype=np.float32)
+    last = np.array([history[-1][1] if history else now], dtype=np.float64)
+    parts = [
+        retriever_features(scores),
+        similarity_features(vectors[None, : len(indices)], recent_vectors, present,
+                            unit_rows(query_vector)),
+        user_features(np.array([len(history)], dtype=np.float64), last,
+                      np.array([now], dtype=np.float64), len(indices)),
+    ]
+    matrix = np.concatenate(parts, axis=2)[0].astype(np.float32)
+    return CandidateVectors([i for i, _ in known], [s for _, s in known], matrix, now)
+
+
+def served_features(
+    request_id: str,
+    user_id: str,
+    served_at: float,
+    model_version: str,
+    ranker: PublishedRanker | None,
+    logged: CandidateVectors,
+    shown: Sequence[str],
+) -> ServedFeatures:
+    strategy: Literal["ranker", "retrieval_order"] = (
+        "ranker" if ranker is not None else "retrieval_order"
+    )
+    return ServedFeatures(
+        request_id=request_id,
+        user_id=user_id,
+        served_at=served_at,
+        features_at=logged.features_at,
+        model_version=model_version,
+        ranker_version=ranker.version if ranker is not None else None,
+        feature_set=SERVING_FEATURE_SET,
+        n_features=len(SERVING_FEATURE_NAMES),
+        candidates=logged.item_ids,
+        vectors=encode_vectors(logged.vectors),
+        strategy=strategy,
+        shown=list(shown),
+    )
+
+
+class VectorRanker(Protocol):
+    """Scores candidates from their serving feature vectors (models.logged_ranker)."""
+
+    def score(self, vectors: FloatArray) -> FloatArray: ...
+
+
+@dataclass(frozen=True)
+class PublishedRanker:
+    """A ranker the gate promoted: what the ranking stage uses while it is published."""
+
+    version: str
+    model: VectorRanker
+    feature_set: str = SERVING_FEATURE_SET
+
+
+def rerank(
+    lists: list[list[tuple[str, float]]],
+    logged: Sequence[CandidateVectors | None],
+    ranker: VectorRanker,
+) -> list[list[tuple[str, float]]]:
+    """Each request's candidates (retrieval order) re-ordered by the ranker's scores of their
+    logged vectors, best first; candidates past the logged ones keep retrieval order below
+    them. One ranker call for the whole group: a call has a fixed cost far above its rows'."""
+    described = [v for v in logged if v is not None]
+    if not described:
+        return lists
+    scores = ranker.score(np.concatenate([v.vectors for v in described]))
+    out, offset = [], 0
+    for candidates, vectors in zip(lists, logged, strict=True):
+        if vectors is None:
+            out.append(candidates)
+            continue
+        mine = scores[offset : offset + len(vectors.item_ids)].tolist()
+        offset += len(vectors.item_ids)
+        ranked = sorted(zip(vectors.item_ids, mine, strict=True), key=lambda p: -p[1])
+        floor = min((s for _, s in ranked), default=0.0)
+        seen = set(vectors.item_ids)
+        rest = [item for item, _ in candidates if item not in seen]
+        out.append(ranked + [(item, floor - 1.0 - n) for n, item in enumerate(rest)])
+    return out

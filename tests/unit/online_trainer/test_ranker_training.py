@@ -1,0 +1,86 @@
+"""Ranker examples in micro-batches -> gate -> stored version -> the scorer's ranker slot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
+from models.store import ModelStore
+from online_trainer.ranker_training import RankerTraining
+from schemas.ranker_examples import RankerExample, encode_vectors
+from serving.ranker_slot import RankerSlot
+
+T0 = 1_750_000_000.0
+WIDTH = len(SERVING_FEATURE_NAMES)
+
+
+def _examples(n: int, seed: int, signal: bool = True, feature_set: str = SERVING_FEATURE_SET
+              ) -> list[RankerExample]:
+    """10 shown candidates in retrieval order each; with `signal` the acted-on one is the
+    candidate most similar to the user's last item (sim_last), which retrieval misses."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        vectors = rng.normal(size=(10, WIDTH)).astype(np.float32)
+        vectors[:, 0] = np.sort(rng.normal(size=10))[::-1]
+        grades = [0] * 10
+        grades[int(np.argmax(vectors[:, 3])) if signal else int(rng.integers(10))] = 2
+        out.append(RankerExample(
+            request_id=f"r{seed}-{k}", user_id=f"u{k}", served_at=T0 + k, features_at=T0 + k,
+            model_version="1.0", feature_set=feature_set, n_features=WIDTH,
+            candidates=[f"i{j}" for j in range(10)], vectors=encode_vectors(vectors),
+            grades=grades, labelled_at=T0 + k + 60,
+        ))
+    return out
+
+
+def _train(training: RankerTraining, examples: list[RankerExample]) -> None:
+    for lo in range(0, len(examples), 50):
+        training.step(examples[lo : lo + 50], now=T0)
+
+
+def test_a_ranker_that_beats_retrieval_is_stored_published_and_served(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    training = RankerTraining(store, held_back=100, gate_every=2, min_lists=50)
+    for epoch in range(6):
+        _train(training, _examples(300, seed=epoch))
+    assert training.decisions and training.decisions[-1].promote, training.decisions
+    update = training.published[-1]
+    assert update.model_name == "ranker" and update.stage == "serving"
+    assert update.sha256 == store.digest("ranker", update.version)
+    assert update.metrics["ranker_ndcg@10"] > update.metrics["retrieval_ndcg@10"]
+    slot = RankerSlot(store)
+    assert slot.apply(update)
+    served = slot.current()
+    assert served is not None and served.version == update.version
+    vectors = _examples(1, seed=99)[0].matrix()
+    np.testing.assert_array_equal(served.model.score(vectors), training.ranker.score(vectors))
+
+
+def test_without_a_signal_nothing_is_published(tmp_path: Path) -> None:
+    training = RankerTraining(ModelStore(tmp_path), held_back=100, gate_every=2, min_gain=0.02)
+    for epoch in range(3):
+        _train(training, _examples(300, seed=epoch, signal=False))
+    assert training.decisions and not any(d.promote for d in training.decisions)
+    assert training.published == [] and ModelStore(tmp_path).latest("ranker") is None
+
+
+def test_examples_of_another_feature_set_are_rejected_for_the_dead_letters(
+    tmp_path: Path,
+) -> None:
+    training = RankerTraining(ModelStore(tmp_path))
+    step = training.step(_examples(3, seed=1, feature_set="old-set"))
+    assert len(step.rejected) == 3 and step.trained_lists == 0
+
+
+def test_the_slot_refuses_a_tampered_version_and_keeps_retrieval_order(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    training = RankerTraining(store, held_back=100, gate_every=2, min_lists=50)
+    for epoch in range(6):
+        _train(training, _examples(300, seed=epoch))
+    update = training.published[-1]
+    slot = RankerSlot(store)
+    assert not slot.apply(update.model_copy(update={"sha256": "0" * 64}))
+    assert slot.current() is None

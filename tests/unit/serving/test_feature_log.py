@@ -1,0 +1,147 @@
+"""The feature vectors the scorer logs are the offline path's (models.point_in_time) exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.item_content import ItemContent
+from models.point_in_time import (
+    FEATURE_NAMES,
+    SERVING_FEATURE_NAMES,
+    SERVING_FEATURE_SET,
+    InteractionLog,
+    candidate_features,
+    serving_candidate_features,
+)
+from models.sequences import Queries
+from schemas.ranker_examples import ServedFeatures
+from schemas.wire import decode, encode
+from serving.feature_log import PublishedRanker
+from serving.features import Interaction, UserContext
+from serving.ordering import BusinessRules
+from serving.registry import Routing
+from serving.scorer import Scorer
+from tests.unit.serving.fakes import FakeReader, VectorRecommender, deployment, request
+
+NOW = 1_700_000_000
+HISTORIES = {
+    # Shorter than the recent-items window (padding slots) and longer than it.
+    "short": [(3, NOW - 4000), (17, NOW - 900), (8, NOW - 30)],
+    "long": [(n, NOW - 100 * (12 - j)) for j, n in enumerate([5, 9, 2, 40, 33, 21, 7, 12])],
+}
+
+
+def _context(user: str) -> UserContext:
+    events = tuple(Interaction(f"i{i}", float(t), "view") for i, t in HISTORIES[user])
+    return UserContext(user_id=user, session_id=None, user_events=events,
+                       last_event_ts=events[-1].ts)
+
+
+def _served() -> tuple[dict[str, ServedFeatures], VectorRecommender]:
+    live = deployment("1.0")
+    reader = FakeReader({u: _context(u) for u in HISTORIES})
+    scorer = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                    clock=lambda: float(NOW))
+    answers = scorer.score_batch([request(u, k=6) for u in HISTORIES])
+    logged = {}
+    for answer in answers:
+        assert answer.features is not None
+        # What the monitor reads is what the scorer wrote.
+        logged[answer.response.user_id] = decode(ServedFeatures, encode(answer.features))
+    recommender = live.bundle.recommender
+    assert isinstance(recommender, VectorRecommender)
+    return logged, recommender
+
+
+def _offline_inputs(
+    logged: dict[str, ServedFeatures], recommender: VectorRecommender
+) -> tuple[Queries, np.ndarray, np.ndarray, np.ndarray]:
+    table = recommender.vectors
+    users = list(HISTORIES)
+    histories = [np.array([i for i, _ in HISTORIES[u]], dtype=np.int64) for u in users]
+    queries = Queries(
+        histories=histories,
+        history_times=[np.array([t for _, t in HISTORIES[u]], dtype=np.int64) for u in users],
+        query_times=np.full(len(users), NOW, dtype=np.int64),
+        targets=np.zeros(len(users), dtype=np.int64),
+    )
+    query_vectors = np.stack([table[h[-1]] for h in histories])
+    candidates = np.array(
+        [[int(c[1:]) for c in logged[u].candidates] for u in users], dtype=np.int64
+    )
+    all_scores = query_vectors @ table[1:].T  # the retriever's exact scores, as it computes them
+    scores = np.take_along_axis(all_scores, candidates - 1, axis=1).astype(np.float32)
+    return queries, query_vectors, candidates, scores
+
+
+def test_the_logged_vector_equals_the_offline_point_in_time_vector() -> None:
+    logged, recommender = _served()
+    queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
+    offline = serving_candidate_features(
+        recommender.vectors, queries, query_vectors, candidates, scores
+    )
+    for row, user in enumerate(HISTORIES):
+        record = logged[user]
+        assert record.feature_set == SERVING_FEATURE_SET
+        assert record.features_at == NOW
+        assert record.n_features == len(SERVING_FEATURE_NAMES)
+        np.testing.assert_array_equal(record.matrix(), offline[row])
+
+
+def test_the_serving_set_is_the_evaluations_own_columns() -> None:
+    logged, recommender = _served()
+    queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
+    n_items = recommender.vectors.shape[0] - 1
+    log = InteractionLog.from_events(
+        np.array([i for h in HISTORIES.values() for i, _ in h], dtype=np.int64),
+        np.array([t for h in HISTORIES.values() for _, t in h], dtype=np.int64),
+    )
+    full = candidate_features(log, ItemContent.empty(n_items), recommender.vectors, queries,
+                              query_vectors, candidates, scores)
+    columns = [FEATURE_NAMES.index(name) for name in SERVING_FEATURE_NAMES]
+    for row, user in enumerate(HISTORIES):
+        np.testing.assert_array_equal(logged[user].matrix(), full[row][:, columns])
+
+
+def test_only_model_served_answers_log_features() -> None:
+    reader = FakeReader({}, popular=[("i1", 3.0), ("i2", 2.0)])
+    scorer = Scorer(reader, lambda: Routing(deployment("1.0")), BusinessRules())
+    answer = scorer.score_batch([request("stranger", k=2)])[0]
+    assert answer.response.strategy == "popularity"
+    assert answer.features is None
+
+
+def test_the_log_names_the_shown_items_and_retrieval_order() -> None:
+    logged, _ = _served()
+    for user, record in logged.items():
+        assert record.strategy == "retrieval_order" and record.ranker_version is None
+        assert record.shown and set(record.shown) <= set(record.candidates)
+        seen = {f"i{i}" for i, _ in HISTORIES[user]}
+        assert not seen & set(record.candidates)
+
+
+class _ReverseRanker:
+    """Prefers what retrieval likes least: an order no retrieval can produce by accident."""
+
+    def score(self, vectors: np.ndarray) -> np.ndarray:
+        return (-vectors[:, 0]).astype(np.float32)
+
+
+def test_a_published_ranker_orders_the_answer_and_the_response_says_so() -> None:
+    live = deployment("1.0")
+    reader = FakeReader({"long": _context("long")})
+    plain = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                   clock=lambda: float(NOW), logged_candidates=8)
+    ranked = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                    clock=lambda: float(NOW), logged_candidates=8,
+                    ranker=lambda: PublishedRanker("r-3", _ReverseRanker()))
+    before = plain.score_batch([request("long", k=4)])[0]
+    after = ranked.score_batch([request("long", k=4)])[0]
+    assert before.response.strategy == "model" and after.response.strategy == "ranker"
+    assert after.features is not None and after.features.ranker_version == "r-3"
+    assert after.features.strategy == "ranker"
+    # The ranker saw the 8 logged candidates (retrieval order) and put the last 4 first.
+    logged = after.features.candidates
+    assert [i.item_id for i in after.response.items] == logged[::-1][:4]
+    assert before.features is not None
+    assert [i.item_id for i in before.response.items] == before.features.candidates[:4]

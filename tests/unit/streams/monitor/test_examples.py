@@ -1,0 +1,83 @@
+import numpy as np
+
+from schemas.events import EventType
+from schemas.ranker_examples import RankerExample
+from streams.monitor.examples import ExampleLabeller
+
+from .records import T0, interaction, served_features
+
+WINDOW = 60.0
+
+
+def labeller(max_pending: int = 1000) -> ExampleLabeller:
+    return ExampleLabeller(WINDOW, max_pending)
+
+
+def closed(lab: ExampleLabeller) -> list[RankerExample]:
+    return lab.expire(T0 + 10 * WINDOW)
+
+
+def test_shown_items_are_graded_by_the_strongest_act_and_the_rest_are_negatives() -> None:
+    lab = labeller()
+    lab.add_features(served_features("r1"))
+    lab.add_interaction(interaction("a", T0 + 5), watermark=T0)
+    lab.add_interaction(interaction("a", T0 + 6, EventType.PURCHASE), watermark=T0)
+    lab.add_interaction(interaction("b", T0 + 7, EventType.ADD_TO_CART), watermark=T0)
+    lab.add_interaction(interaction("c", T0 + 8, EventType.VIEW), watermark=T0)
+    [example] = closed(lab)
+    assert example.candidates == ["a", "b", "c"]  # "d" was not shown: no label
+    assert example.grades == [3, 2, 0]
+    matrix, grades = example.graded()
+    assert grades == [3, 2, 0]
+    np.testing.assert_array_equal(matrix, [[0, 0.5], [1, 1.5], [2, 2.5]])
+    assert example.labelled_at == T0 + WINDOW and example.feature_set == "test-set"
+
+
+def test_acts_outside_the_window_or_by_others_are_no_labels() -> None:
+    lab = labeller()
+    lab.add_features(served_features("r1"))
+    lab.add_interaction(interaction("a", T0 + WINDOW + 1), watermark=T0)
+    lab.add_interaction(interaction("b", T0 + 1, user="someone-else"), watermark=T0)
+    lab.add_interaction(interaction("c", T0 - 1), watermark=T0 - 10)
+    [example] = closed(lab)
+    assert example.grades == [0, 0, 0]
+
+
+def test_an_act_read_before_the_logged_features_still_labels_them() -> None:
+    lab = labeller()
+    assert not lab.add_interaction(interaction("b", T0 + 3), watermark=T0)
+    lab.add_features(served_features("r1"))
+    [example] = closed(lab)
+    assert example.grades == [0, 1, 0]
+
+
+def test_an_act_naming_its_request_labels_that_answer_only() -> None:
+    lab = labeller()
+    lab.add_features(served_features("r1"))
+    lab.add_features(served_features("r2", served_at=T0 + 1))
+    lab.add_interaction(interaction("a", T0 + 5, request_id="r1"), watermark=T0)
+    first, second = closed(lab)
+    assert (first.request_id, first.grades) == ("r1", [1, 0, 0])
+    assert (second.request_id, second.grades) == ("r2", [0, 0, 0])
+
+
+def test_examples_wait_for_the_window_and_redeliveries_count_once() -> None:
+    lab = labeller()
+    assert lab.add_features(served_features("r1"))
+    assert not lab.add_features(served_features("r1"))
+    assert lab.expire(T0 + WINDOW / 2) == []
+    assert len(closed(lab)) == 1 and len(lab) == 0
+
+
+def test_an_answer_that_showed_no_logged_candidate_makes_no_example() -> None:
+    lab = labeller()
+    lab.add_features(served_features("r1", shown=("backfill",)))
+    assert closed(lab) == []
+
+
+def test_memory_is_bounded_by_labelling_the_oldest_early() -> None:
+    lab = labeller(max_pending=2)
+    for n in range(4):
+        lab.add_features(served_features(f"r{n}", served_at=T0 + n))
+    early = lab.expire(T0)
+    assert [e.request_id for e in early] == ["r0", "r1"] and lab.evicted_early == 2
