@@ -9,7 +9,8 @@
 --   (u, s, i, c, p), and the entity's events in arrival order as ONE text argument: one line per
 --   event, tab-separated: partition, offset, user, session, item, category ('' = none), type
 --   code, ts, entered (ms: the record's Kafka time, else the event time). (Ids are printable
---   ASCII without whitespace, so tabs and newlines are free.)
+--   ASCII without whitespace, so tabs and newlines are free.) Last, the writer's wall clock in
+--   ms when it sent the call.
 -- Returns {applied, skipped}: events this entity applied, and those it had already applied.
 --
 -- The worker (streams/feature_worker/entity_calls.py) groups each batch per entity, keeping
@@ -33,12 +34,13 @@
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
 -- streams/features/windows.py), so any interleaving of partitions reaches the same state.
 --
--- Feature freshness: a user call that applies events stores `lag_ms` = Redis `TIME` minus the
--- entered time of the newest event it applied in stream order: how long the pipeline took to
--- bring the user's newest event into Redis, whatever that event's own (event) time. TIME is
--- wall-clock, allowed here because Redis 7 replicates a script's effects, not the script; it is
--- the only field not determined by the events (exactness tests leave it out of comparisons).
--- A call that applies nothing (a re-delivery, a replay) leaves `lag_ms` as it was.
+-- Feature freshness: a user call that applies events stores `lag_ms` = the writer's clock when
+-- it sent the call minus the entered time of the newest event it applied in stream order: how
+-- long the pipeline took to bring the user's newest event into Redis, whatever that event's own
+-- (event) time. The clock comes from the writer, not Redis `TIME`: the worker's ACL user runs
+-- only @read/@write/@scripting commands, and the call runs within the round trip that follows.
+-- It is the only field the events do not determine (exactness tests leave it out of their
+-- comparisons). A call that applies nothing (a re-delivery, a replay) leaves `lag_ms` as it was.
 --
 -- Expiry: every key of a user (`u:{id}`, its `:m`/`:h` buckets, `:seq`) and of a session
 -- (`s:{id}`, `:seq`) gets its TTL (re)set whenever this script writes it, so an entity expires
@@ -57,6 +59,7 @@ local WEIGHT = {
 }
 local TTL = {user = tonumber(ARGV[9]), session = tonumber(ARGV[10])}
 local KIND = ARGV[11]
+local SENT_MS = tonumber(ARGV[13])
 local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)'
   .. '\t([^\t]*)$'
 
@@ -312,10 +315,6 @@ local APPLY = {
 }
 local apply = APPLY[KIND]
 for _, e in ipairs(events) do apply(e) end
-if newest_entered then
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  put(cache[KEY], 'lag_ms', int(math.max(0, now_ms - newest_entered)))
-end
+if newest_entered then put(cache[KEY], 'lag_ms', int(math.max(0, SENT_MS - newest_entered))) end
 for _, key in ipairs(order) do write(cache[key]) end
 return {applied, skipped}
