@@ -84,7 +84,10 @@ class RecommendationResponse(BaseModel):
     published ranker ordered the retrieved candidates; canary: the canary version; popularity:
     cold start; none: nothing to show."""
     feature_freshness_ms: NonNegative | None = None
-    """Age of the newest feature this answer used (event time -> served)."""
+    """The pipeline's lag behind the user's newest applied event: when the feature worker
+    applied it in Redis minus when it entered the pipeline (its Kafka record time, else its
+    event time). Backfilled history with old event times is not stale features. None when the
+    user has no stored lag (unknown user, or features written before the lag was kept)."""
     model_freshness_ms: NonNegative | None = None
     """Age of the model version that served it (published -> served)."""
     served_at: Timestamp

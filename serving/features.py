@@ -34,7 +34,8 @@ from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
 
-USER_FIELDS = ("last_ts", "n_view", "n_click", "n_cart", "n_purchase")
+USER_FIELDS = ("last_ts", "lag_ms", "n_view", "n_click", "n_cart", "n_purchase")
+COUNTER_FIELDS = USER_FIELDS[2:]
 SESSION_FIELDS = ("last_ts", "n")
 MAX_CACHED_CATEGORIES = 2_000_000
 """Bounded memory: past this many items the category cache starts over (and refills)."""
@@ -60,6 +61,9 @@ class UserContext:
     session_events: tuple[Interaction, ...] = ()
     counters: dict[str, float] = field(default_factory=dict)
     last_event_ts: float | None = None
+    feature_lag_ms: float | None = None
+    """How long the pipeline took to bring the user's newest applied event into Redis (Kafka
+    record time to applied, the user hash's `lag_ms`); None when the user has none."""
 
     @property
     def history(self) -> tuple[Interaction, ...]:
@@ -206,7 +210,7 @@ class RedisFeatureReader:
         user, user_seq, session, session_seq = replies
         counters = {
             name: value
-            for name, raw in zip(USER_FIELDS[1:], user[1:], strict=True)
+            for name, raw in zip(COUNTER_FIELDS, user[2:], strict=True)
             if (value := _number(raw)) is not None
         }
         if request.session_id is not None:
@@ -221,6 +225,7 @@ class RedisFeatureReader:
             session_events=parse_sequence(session_seq),
             counters=counters,
             last_event_ts=max(stamps) if stamps else None,
+            feature_lag_ms=_number(user[1]),
         )
 
     def _refresh_commands(self) -> list[tuple[Arg, ...]]:

@@ -283,7 +283,7 @@ class Scorer:
             items=[ScoredItem(item_id=r.item_id, score=_clamp(r.score)) for r in items],
             model_version=deployment.version if deployment else None,
             strategy=strategy,
-            feature_freshness_ms=_age_ms(served_at, context.last_event_ts),
+            feature_freshness_ms=_lag_ms(context.feature_lag_ms),
             model_freshness_ms=_age_ms(served_at, deployment.update.published_at)
             if deployment
             else None,
@@ -349,6 +349,13 @@ def _clamp(score: float) -> float:
     if not math.isfinite(score):
         return -MAX_SCORE
     return max(-MAX_SCORE, min(MAX_SCORE, score))
+
+
+def _lag_ms(lag_ms: float | None) -> float | None:
+    """The pipeline's lag for the user's newest event, as the feature writer stored it."""
+    if lag_ms is None:
+        return None
+    return min(1e12, max(0.0, lag_ms))
 
 
 def _age_ms(now: float, then: float | None) -> float | None:

@@ -8,7 +8,9 @@
 --   weight of view, click, cart, purchase, user TTL (s), session TTL (s), the entity kind
 --   (u, s, i, c, p), and the entity's events in arrival order as ONE text argument: one line per
 --   event, tab-separated: partition, offset, user, session, item, category ('' = none), type
---   code, ts. (Ids are printable ASCII without whitespace, so tabs and newlines are free.)
+--   code, ts, entered (ms: the record's Kafka time, else the event time). (Ids are printable
+--   ASCII without whitespace, so tabs and newlines are free.) Last, the writer's wall clock in
+--   ms when it sent the call.
 -- Returns {applied, skipped}: events this entity applied, and those it had already applied.
 --
 -- The worker (streams/feature_worker/entity_calls.py) groups each batch per entity, keeping
@@ -32,6 +34,14 @@
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
 -- streams/features/windows.py), so any interleaving of partitions reaches the same state.
 --
+-- Feature freshness: a user call that applies events stores `lag_ms` = the writer's clock when
+-- it sent the call minus the entered time of the newest event it applied in stream order: how
+-- long the pipeline took to bring the user's newest event into Redis, whatever that event's own
+-- (event) time. The clock comes from the writer, not Redis `TIME`: the worker's ACL user runs
+-- only @read/@write/@scripting commands, and the call runs within the round trip that follows.
+-- It is the only field the events do not determine (exactness tests leave it out of their
+-- comparisons). A call that applies nothing (a re-delivery, a replay) leaves `lag_ms` as it was.
+--
 -- Expiry: every key of a user (`u:{id}`, its `:m`/`:h` buckets, `:seq`) and of a session
 -- (`s:{id}`, `:seq`) gets its TTL (re)set whenever this script writes it, so an entity expires
 -- only after a whole TTL without events; the TTL is wall-clock time since the last write, not
@@ -49,7 +59,9 @@ local WEIGHT = {
 }
 local TTL = {user = tonumber(ARGV[9]), session = tonumber(ARGV[10])}
 local KIND = ARGV[11]
-local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$'
+local SENT_MS = tonumber(ARGV[13])
+local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)'
+  .. '\t([^\t]*)$'
 
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
 local function int(x) return string.format('%d', x) end
@@ -57,12 +69,12 @@ local function secs(x) return string.format('%.3f', x) end
 
 local events = {}
 for line in string.gmatch(ARGV[12], '[^\n]+') do
-  local p, o, user, session, item, category, kind, ts_s = string.match(line, LINE)
+  local p, o, user, session, item, category, kind, ts_s, entered = string.match(line, LINE)
   -- Offsets are exact as Lua numbers (doubles) up to 2^53.
   local ts = tonumber(ts_s)
   events[#events + 1] = {
     p = p, o_s = o, o = tonumber(o), user = user, session = session, item = item,
-    category = category, type = kind, ts_s = ts_s, ts = ts,
+    category = category, type = kind, ts_s = ts_s, ts = ts, entered = tonumber(entered),
     minute = math.floor(ts / 60), hour = math.floor(ts / 3600),
   }
 end
@@ -111,6 +123,7 @@ local function put(c, f, value) c.v[f] = value; c.set[f] = value end
 local function add(c, f, n) put(c, f, int((tonumber(c.v[f]) or 0) + n)) end
 
 local applied, skipped = 0, 0
+local newest_entered = nil  -- entered time (ms) of the newest event a user call applied
 
 local function claim(c, e)
   local pf = '_p' .. e.p
@@ -152,6 +165,7 @@ local function apply_user(e)
   local c = entity(KEY,
     {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'}, TTL.user)
   if not claim(c, e) then return false end
+  newest_entered = e.entered
   local last = counted(c, e)
   -- The lag this event saw: time since the user's newest earlier event (0 if out of order).
   if last then put(c, 'prev_gap', secs(math.max(0, e.ts - last))) end
@@ -301,5 +315,6 @@ local APPLY = {
 }
 local apply = APPLY[KIND]
 for _, e in ipairs(events) do apply(e) end
+if newest_entered then put(cache[KEY], 'lag_ms', int(math.max(0, SENT_MS - newest_entered))) end
 for _, key in ipairs(order) do write(cache[key]) end
 return {applied, skipped}

@@ -35,6 +35,9 @@ class PositionedEvent:
     partition: int
     offset: int
     event: InteractionEvent
+    entered_ms: int | None = None
+    """The record's Kafka timestamp (ms): when the event entered the pipeline; None when the
+    record has none (then the event time stands in for it, see `entered_ms_text`)."""
 
 
 def script_header(ttls: KeyTtls) -> list[str]:
@@ -55,11 +58,20 @@ def timestamp_text(ts: float) -> str:
     return repr(ts)
 
 
+def entered_ms_text(item: PositionedEvent) -> str:
+    """When the event entered the pipeline, in whole ms: its record's Kafka time, else its
+    event time. The user's `lag_ms` (feature freshness) is measured from it."""
+    if item.entered_ms is not None and item.entered_ms > 0:
+        return str(item.entered_ms)
+    return str(round(item.event.timestamp * 1000))
+
+
 def event_line(item: PositionedEvent, category: str) -> str:
     e = item.event
     return (
         f"{item.partition}\t{item.offset}\t{e.user_id}\t{e.session_id}\t{e.item_id}\t"
-        f"{category}\t{TYPE_CODES[e.event_type]}\t{timestamp_text(e.timestamp)}"
+        f"{category}\t{TYPE_CODES[e.event_type]}\t{timestamp_text(e.timestamp)}\t"
+        f"{entered_ms_text(item)}"
     )
 
 

@@ -204,5 +204,6 @@ def validate(
             )
             rejected.append(Rejected(record, exc, "decode"))
             continue
-        valid.append((record, PositionedEvent(record.partition, record.offset, event)))
+        entered = PositionedEvent(record.partition, record.offset, event, record.timestamp_ms)
+        valid.append((record, entered))
     return valid, rejected

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -92,8 +93,11 @@ class FeatureWriter:
         key_prefix: str,
         ttls: KeyTtls = KeyTtls(),
         call_events: int = DEFAULT_CALL_EVENTS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
+        self._clock = clock
+        """Wall clock (s) sent with each call: the applied time of the users' `lag_ms`."""
         self._keys = FeatureKeys(key_prefix)
         self._header = script_header(ttls)
         self._call_events = call_events
@@ -113,8 +117,9 @@ class FeatureWriter:
         if not batch:
             return ApplyOutcome(0, 0)
         calls = entity_calls(self._keys, batch, self._call_events)
+        sent_ms = str(round(self._clock() * 1000))
         commands: list[tuple[Arg, ...]] = [
-            ("EVALSHA", SCRIPT_SHA, 1, call.key, *self._header, call.kind, call.lines)
+            ("EVALSHA", SCRIPT_SHA, 1, call.key, *self._header, call.kind, call.lines, sent_ms)
             for call in calls
         ]
         replies = await self._client.pipeline(commands)

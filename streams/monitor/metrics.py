@@ -66,7 +66,7 @@ class MonitorMetrics:
         )
         self.freshness = Gauge(
             "streamrec_monitor_freshness_p95_seconds",
-            "p95 feature / model age of served responses (last sample).", ["kind"], registry=r,
+            "p95 feature lag / model age of served responses (last sample).", ["kind"], registry=r,
         )
 
     def serve(self, port: int) -> None:

@@ -81,7 +81,7 @@ class DriftSettings(BaseModel):
         200, ge=10, le=1_000_000, description="Responses per freshness evaluation (p95)."
     )
     feature_freshness_high_s: float = Field(
-        60.0, gt=0.0, description="p95 feature age above this raises a freshness alert."
+        60.0, gt=0.0, description="p95 feature lag above this raises a freshness alert."
     )
     feature_freshness_low_s: float = Field(
         30.0, gt=0.0, description="...and it clears only below this (hysteresis)."

@@ -91,7 +91,7 @@ class FeatureFeed:
         messages = read_all(self.kafka, self.topic, self.produced)
         positioned = [
             PositionedEvent(m.partition() or 0, m.offset() or 0,
-                            decode(InteractionEvent, m.value()))
+                            decode(InteractionEvent, m.value()), m.timestamp()[1])
             for m in messages
         ]
         asyncio.run(self._apply(positioned))

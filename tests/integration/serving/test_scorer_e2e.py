@@ -95,6 +95,29 @@ def test_answers_carry_version_and_freshness_and_follow_the_users_latest_events(
         assert len(record.shown) == 20
 
 
+def test_feature_freshness_is_the_pipelines_lag_not_the_age_of_backfilled_history(
+    kafka: KafkaConnection,
+    redis_connection: RedisConnection,
+    scorer_redis_connection: RedisConnection,
+    tmp_path: Path,
+) -> None:
+    """A user whose newest event is 30 days old in event time but entered Kafka just now has
+    fresh features: a start-up backfill must not read as a stale pipeline (the monitor alerts
+    above 60 s)."""
+    feed = FeatureFeed(kafka, redis_connection)
+    popular_traffic(feed)
+    month_ago = time.time() - 30 * 86_400
+    feed.ingest(events("backfilled", ["i1", "i2", "i3"], start=month_ago))
+    publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
+    service = ScorerService(settings(kafka, scorer_redis_connection, tmp_path))
+    with running(service):
+        assert wait_for(lambda: serving_version(service) == "1.0")
+        answer = ask(kafka, request("backfilled", k=5))
+    assert answer.status == "ok"
+    assert answer.feature_freshness_ms is not None
+    assert answer.feature_freshness_ms < 60_000
+
+
 def test_unknown_users_get_recent_popularity(
     kafka: KafkaConnection,
     redis_connection: RedisConnection,

@@ -89,11 +89,16 @@ def request(user: str = "u1", k: int = 5, **fields: object) -> RecommendationReq
     )
 
 
-def context(user: str, items: Sequence[str] = (), ts: float = 1_700_000_000.0) -> UserContext:
+def context(
+    user: str,
+    items: Sequence[str] = (),
+    ts: float = 1_700_000_000.0,
+    lag_ms: float | None = None,
+) -> UserContext:
     events = tuple(Interaction(i, ts + n, "view") for n, i in enumerate(items))
     return UserContext(
         user_id=user, session_id=f"{user}-s", user_events=events, session_events=events,
-        last_event_ts=events[-1].ts if events else None,
+        last_event_ts=events[-1].ts if events else None, feature_lag_ms=lag_ms,
     )
 
 

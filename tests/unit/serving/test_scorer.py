@@ -85,12 +85,21 @@ def test_short_model_answers_are_backfilled_from_popularity_below_model_scores()
                                                        reverse=True)
 
 
-def test_feature_and_model_freshness_are_reported() -> None:
+def test_feature_freshness_is_the_pipelines_lag_and_model_freshness_the_models_age() -> None:
+    """The user's newest event is years old in event time, but reached Redis 40 ms after it
+    entered Kafka: feature freshness is those 40 ms, not the history's age."""
     routing = Routing(deployment("1.0"))
-    reader = FakeReader({"u": context("u", ["i1"], ts=1_700_000_000.0)}, POPULAR)
+    reader = FakeReader({"u": context("u", ["i1"], ts=1_700_000_000.0, lag_ms=40.0)}, POPULAR)
     response = scorer(reader, routing).score_batch([request("u")])[0].response
-    assert response.feature_freshness_ms is not None and response.feature_freshness_ms > 0
+    assert response.feature_freshness_ms == 40.0
     assert response.model_freshness_ms is not None and response.model_freshness_ms >= 60_000
+
+
+def test_a_user_without_a_stored_lag_has_no_feature_freshness() -> None:
+    routing = Routing(deployment("1.0"))
+    reader = FakeReader({"u": context("u", ["i1"])}, POPULAR)
+    response = scorer(reader, routing).score_batch([request("u")])[0].response
+    assert response.feature_freshness_ms is None
 
 
 def test_rules_from_the_feature_store_replace_the_configured_ones() -> None:

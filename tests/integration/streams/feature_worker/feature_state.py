@@ -14,14 +14,22 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+WALL_CLOCK_FIELDS = frozenset({"lag_ms"})
+"""A user's `lag_ms` is Redis TIME minus the newest event's entry time: wall-clock, the one field
+the events do not determine, so neither the oracle nor a second run can reproduce it. It is left
+out of the state compared, and only that field."""
+
+
 def read_state(client: redis.Redis, prefix: str) -> Snapshot:
+    """Every key under `prefix` in the oracle's form, without the WALL_CLOCK_FIELDS."""
     state: Snapshot = {}
     for raw_key in client.scan_iter(match=f"{prefix}*", count=1000):
         key = _text(raw_key)
         kind = _text(client.type(raw_key))
         if kind == "hash":
             fields = cast(dict[bytes, bytes], client.hgetall(raw_key))
-            state[key] = ("hash", {_text(f): _text(v) for f, v in fields.items()})
+            texts = {_text(f): _text(v) for f, v in fields.items()}
+            state[key] = ("hash", {f: v for f, v in texts.items() if f not in WALL_CLOCK_FIELDS})
         elif kind == "list":
             values = cast(list[bytes], client.lrange(raw_key, 0, -1))
             state[key] = ("list", [_text(v) for v in values])

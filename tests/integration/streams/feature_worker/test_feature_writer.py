@@ -7,6 +7,7 @@ import time
 import pytest
 import redis
 
+from schemas.events import EventType, InteractionEvent
 from streams.feature_worker.batch import KeyTtls, PositionedEvent
 from streams.feature_worker.writer import ApplyOutcome, is_transient_reply
 from streams.features.keys import FeatureKeys
@@ -139,3 +140,29 @@ def test_a_write_refreshes_the_ttl_so_only_idle_entities_expire(
     assert redis_admin.exists(keys.user(active.user_id), keys.session(last.event.session_id)) == 2
     assert redis_admin.exists(keys.user_sequence(active.user_id)) == 1
     assert redis_admin.exists(keys.item(idle.item_id)) == 1
+
+
+def _month_old_view(user: str) -> InteractionEvent:
+    return InteractionEvent(
+        event_id=f"e-{user}", user_id=user, session_id=f"{user}-s", item_id="i1",
+        event_type=EventType.VIEW, timestamp=time.time() - 30 * 86_400,
+    )
+
+
+def test_a_users_lag_is_from_entering_kafka_to_applied_not_the_events_age(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    keys = FeatureKeys(redis_connection.key_prefix)
+    backfilled = _month_old_view("backfilled")
+    untimed = _month_old_view("untimed")
+    just_sent = PositionedEvent(0, 0, backfilled, round(time.time() * 1000))
+    apply_in_batches(redis_connection, [just_sent, PositionedEvent(0, 1, untimed)])
+    lag_ms = float(redis_admin.hget(keys.user("backfilled"), "lag_ms") or -1)
+    assert 0 <= lag_ms < 5_000
+    # A record without a Kafka time falls back to its event time: a month.
+    untimed_lag_ms = float(redis_admin.hget(keys.user("untimed"), "lag_ms") or -1)
+    assert untimed_lag_ms >= 30 * 86_400_000 - 5_000
+    # A re-delivery applies nothing, so it leaves the lag it found.
+    time.sleep(0.05)
+    apply_in_batches(redis_connection, [just_sent])
+    assert float(redis_admin.hget(keys.user("backfilled"), "lag_ms") or -1) == lag_ms
