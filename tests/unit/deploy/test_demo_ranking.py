@@ -1,0 +1,56 @@
+"""The demo's ranker figures: KPI per serving strategy and the ranker gate's decisions."""
+
+from __future__ import annotations
+
+from deploy.demo.ranking import (
+    GATE_DECISIONS,
+    GATE_GAIN,
+    StrategyTally,
+    gate_decisions,
+    strategy_kpi,
+    tally,
+)
+from schemas import ModelUpdate
+
+
+def _update(name: str, version: str, at: float, metrics: dict[str, float]) -> ModelUpdate:
+    return ModelUpdate(model_name=name, version=version, kind="full", sha256="0" * 64,
+                       published_at=at, metrics=metrics)
+
+
+def test_strategy_kpi_counts_answers_and_hits_per_strategy() -> None:
+    tallies: dict[str, StrategyTally] = {}
+    for strategy, hit in [("ranker", True), ("ranker", False), ("ranker", False),
+                          ("ranker", True), ("model", False), ("popularity", True)]:
+        tally(tallies, strategy, hit)
+    assert strategy_kpi(tallies) == {
+        "model": {"responses": 1, "hits": 0, "hit_rate": 0.0},
+        "popularity": {"responses": 1, "hits": 1, "hit_rate": 1.0},
+        "ranker": {"responses": 4, "hits": 2, "hit_rate": 0.5},
+    }
+
+
+def test_strategy_kpi_of_no_answers_has_no_rate() -> None:
+    assert strategy_kpi({"ranker": StrategyTally()}) == {
+        "ranker": {"responses": 0, "hits": 0, "hit_rate": None}
+    }
+
+
+def test_gate_decisions_list_ranker_promotions_with_gain_and_count_refusals() -> None:
+    updates = [
+        _update("session", "2.0", 1.7e9 + 50.0, {}),
+        _update("ranker", "1.0", 1.7e9 + 30.0, {"ranker_ndcg@10": 0.31, "retrieval_ndcg@10": 0.25,
+                                         "held_back_lists": 80.0}),
+    ]
+    samples = {f'{GATE_DECISIONS}{{outcome="promote"}}': 1.0,
+               f'{GATE_DECISIONS}{{outcome="refuse"}}': 6.0, GATE_GAIN: -0.01}
+    assert gate_decisions(updates, samples, "ranker", origin=1.7e9) == {
+        "promoted": [{"version": "1.0", "at_s": 30.0, "ranker_ndcg10": 0.31,
+                      "retrieval_ndcg10": 0.25, "gain": 0.06, "held_back_lists": 80}],
+        "gate_runs": 7, "refused": 6, "last_gain": -0.01,
+    }
+
+
+def test_gate_decisions_without_trainer_metrics_leave_counts_unknown() -> None:
+    decisions = gate_decisions([], {}, "ranker", origin=0.0)
+    assert decisions == {"promoted": [], "gate_runs": None, "refused": None, "last_gain": None}
