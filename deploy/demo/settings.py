@@ -88,8 +88,8 @@ class DemoSettings(BaseSettings):
     )
     ranker_gate_every: int = Field(
         20, ge=1, le=100_000, description="Micro-batches of ranker.examples between gate "
-        "runs (about every 10 s at the trainer's 0.5 s batch timeout): several gate decisions "
-        "before and after the drift.",
+        "runs (at least 10 s at the trainer's 0.5 s batch timeout, longer while the trainer is "
+        "busy): several gate decisions before and after the drift.",
     )
     dashboard: bool = Field(True, description="rich.Live terminal dashboard.")
     refresh_s: float = Field(1.0, gt=0.0, le=10.0, description="Dashboard and sampling cadence.")
