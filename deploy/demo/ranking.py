@@ -13,24 +13,38 @@ GATE_DECISIONS = "streamrec_trainer_ranker_gate_decisions_total"
 GATE_GAIN = "streamrec_trainer_ranker_gate_gain"
 
 
-@dataclass
-class StrategyTally:
-    answered: int = 0
-    hits: int = 0
+@dataclass(frozen=True)
+class Credit:
+    """One answer read in time: when its request left, which strategy ordered it, and whether
+    the user then picked one of its items."""
+
+    at: float
+    strategy: str
+    hit: bool
 
 
-def tally(tallies: dict[str, StrategyTally], strategy: str, hit: bool) -> None:
-    counts = tallies.setdefault(strategy, StrategyTally())
-    counts.answered += 1
-    counts.hits += hit
-
-
-def strategy_kpi(tallies: Mapping[str, StrategyTally]) -> dict[str, dict[str, object]]:
-    """Hit rate@10 of in-time answers per strategy: the user picked a recommended item."""
+def strategy_kpi(
+    credits: Sequence[Credit], spans: Mapping[str, tuple[float, float]]
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Hit rate@10 per strategy over the whole run ("all") and within each phase's span: a
+    strategy that serves only in one phase (the ranker once promoted) is compared with the
+    others in the same phase, not with their figures from before the drift."""
+    windows = {"all": (float("-inf"), float("inf")), **spans}
     return {
-        name: {"responses": t.answered, "hits": t.hits,
-               "hit_rate": round(t.hits / t.answered, 4) if t.answered else None}
-        for name, t in sorted(tallies.items())
+        name: _per_strategy([c for c in credits if start <= c.at < end])
+        for name, (start, end) in windows.items()
+    }
+
+
+def _per_strategy(credits: Sequence[Credit]) -> dict[str, dict[str, object]]:
+    counts: dict[str, list[int]] = {}
+    for credit in credits:
+        acc = counts.setdefault(credit.strategy, [0, 0])
+        acc[0] += 1
+        acc[1] += credit.hit
+    return {
+        name: {"responses": n, "hits": hits, "hit_rate": round(hits / n, 4)}
+        for name, (n, hits) in sorted(counts.items())
     }
 
 

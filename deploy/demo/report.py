@@ -37,9 +37,10 @@ def _kpi_table(summary: dict[str, Any]) -> str:
 
 def _ranker_section(summary: dict[str, Any]) -> str:
     strategies = "".join(
-        f"<tr><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td><td>{k['responses']}</td>"
-        f"<td>{k['hits']}</td></tr>"
-        for name, k in summary["kpi_by_strategy"].items()
+        f"<tr><td>{escape(phase)}</td><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td>"
+        f"<td>{k['responses']}</td><td>{k['hits']}</td></tr>"
+        for phase, by_strategy in summary["kpi_by_strategy"].items()
+        for name, k in by_strategy.items()
     )
     gate = summary["ranker_gate"]
     promoted = "".join(
@@ -49,8 +50,9 @@ def _ranker_section(summary: dict[str, Any]) -> str:
         for p in gate["promoted"]
     )
     return (
-        "<h2>ranker</h2><table><tr><th>strategy</th><th>hit rate@10</th><th>answers in time"
-        f"</th><th>hits</th></tr>{strategies}</table>"
+        "<h2>ranker</h2><p>client-side hit rate@10 of answers read in time, by the strategy that "
+        "ordered them</p><table><tr><th>phase</th><th>strategy</th><th>hit rate@10</th>"
+        f"<th>answers in time</th><th>hits</th></tr>{strategies}</table>"
         f"<p>gate runs: {gate['gate_runs']}, refused: {gate['refused']}, promoted: "
         f"{len(gate['promoted'])}; last held-back gain: {_num(gate['last_gain'])}</p>"
         "<table><tr><th>promoted version</th><th>at s</th><th>ranker NDCG@10</th>"

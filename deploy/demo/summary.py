@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from deploy.demo.phases import Marks, hit_rate_series, major, phases
+from deploy.demo.phases import Marks, hit_rate_series, major, phase_spans, phases
 from deploy.demo.ranking import gate_decisions, strategy_kpi
 from deploy.demo.timeline import summary_ms
 from online_trainer.ranker_training import RANKER_MODEL_NAME
@@ -47,7 +47,7 @@ def build_summary(
         "feature_freshness_ms": summary_ms(stats.feature_freshness_ms),
         "client_hit_rate": stats.client_hits / stats.answered if stats.answered else None,
         "kpi": kpi,
-        "kpi_by_strategy": strategy_kpi(stats.strategies),
+        "kpi_by_strategy": strategy_kpi(stats.credits, phase_spans(marks, end)),
         "ranker_gate": gate_decisions(
             observed.updates, state.services.get("trainer", {}), RANKER_MODEL_NAME, origin
         ),

@@ -5,10 +5,9 @@ from __future__ import annotations
 from deploy.demo.ranking import (
     GATE_DECISIONS,
     GATE_GAIN,
-    StrategyTally,
+    Credit,
     gate_decisions,
     strategy_kpi,
-    tally,
 )
 from schemas import ModelUpdate
 
@@ -18,22 +17,27 @@ def _update(name: str, version: str, at: float, metrics: dict[str, float]) -> Mo
                        published_at=at, metrics=metrics)
 
 
-def test_strategy_kpi_counts_answers_and_hits_per_strategy() -> None:
-    tallies: dict[str, StrategyTally] = {}
-    for strategy, hit in [("ranker", True), ("ranker", False), ("ranker", False),
-                          ("ranker", True), ("model", False), ("popularity", True)]:
-        tally(tallies, strategy, hit)
-    assert strategy_kpi(tallies) == {
-        "model": {"responses": 1, "hits": 0, "hit_rate": 0.0},
-        "popularity": {"responses": 1, "hits": 1, "hit_rate": 1.0},
-        "ranker": {"responses": 4, "hits": 2, "hit_rate": 0.5},
+def test_strategy_kpi_counts_answers_and_hits_per_strategy_overall_and_per_phase() -> None:
+    credits = [Credit(at, strategy, hit) for at, strategy, hit in [
+        (1.0, "model", True), (2.0, "model", False), (3.0, "popularity", True),
+        (11.0, "ranker", True), (12.0, "ranker", False), (13.0, "model", False),
+        (14.0, "ranker", False), (15.0, "ranker", True),
+    ]]
+    spans = {"before_drift": (0.0, 10.0), "after_drift": (10.0, 20.0)}
+    assert strategy_kpi(credits, spans) == {
+        "all": {"model": {"responses": 3, "hits": 1, "hit_rate": 0.3333},
+                "popularity": {"responses": 1, "hits": 1, "hit_rate": 1.0},
+                "ranker": {"responses": 4, "hits": 2, "hit_rate": 0.5}},
+        "before_drift": {"model": {"responses": 2, "hits": 1, "hit_rate": 0.5},
+                         "popularity": {"responses": 1, "hits": 1, "hit_rate": 1.0}},
+        "after_drift": {"model": {"responses": 1, "hits": 0, "hit_rate": 0.0},
+                        "ranker": {"responses": 4, "hits": 2, "hit_rate": 0.5}},
     }
 
 
-def test_strategy_kpi_of_no_answers_has_no_rate() -> None:
-    assert strategy_kpi({"ranker": StrategyTally()}) == {
-        "ranker": {"responses": 0, "hits": 0, "hit_rate": None}
-    }
+def test_a_phase_without_answers_has_no_strategies() -> None:
+    credits = [Credit(5.0, "model", True)]
+    assert strategy_kpi(credits, {"after_recovery": (10.0, 20.0)})["after_recovery"] == {}
 
 
 def test_gate_decisions_list_ranker_promotions_with_gain_and_count_refusals() -> None:
