@@ -7,6 +7,7 @@ import time
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from models.logged_ranker import GateDecision as RankerGateDecision
 from online_trainer.gate import GateDecision
 from online_trainer.prequential import RunningMetrics
 from online_trainer.publisher import Publication
@@ -28,6 +29,18 @@ _FRESHNESS = Histogram(
     "Event ingested -> a published, loadable model contains it.",
     buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300),
 )
+_RANKER_GATE = Counter(
+    "streamrec_trainer_ranker_gate_decisions_total",
+    "Ranker gate decisions (promoted versions are also announced on model.updates; refusals "
+    "only here and in the log).",
+    ["outcome"],
+)
+for _outcome in ("promote", "refuse"):
+    _RANKER_GATE.labels(_outcome)  # both outcomes are exported from the start, at 0
+_RANKER_GAIN = Gauge(
+    "streamrec_trainer_ranker_gate_gain",
+    "Held-back graded NDCG@10 of the ranker minus retrieval order at the last gate run.",
+)
 _VERSION = Gauge("streamrec_trainer_serving_version_info", "Last published version.", ["version"])
 
 
@@ -47,6 +60,12 @@ class TrainerMetrics:
 
     def observe_gate(self, decision: GateDecision) -> None:
         _GATE.labels("publish" if decision.publish else "hold").inc()
+
+    def observe_ranker_gate(self, decision: RankerGateDecision) -> None:
+        _RANKER_GATE.labels("promote" if decision.promote else "refuse").inc()
+        gain = decision.ranker_ndcg - decision.retrieval_ndcg
+        if not math.isnan(gain):
+            _RANKER_GAIN.set(gain)
 
     def observe_publication(self, publication: Publication, ingest_times: list[float]) -> None:
         _PUBLISHED.labels(publication.kind).inc()

@@ -112,6 +112,8 @@ class TrainerService:
         self, batch: list[Envelope[RankerExample]]
     ) -> list[RecordRejected]:
         step = self.ranker.step([e.record for e in batch])
+        if step.decision is not None:
+            self.trainer.metrics.observe_ranker_gate(step.decision)
         if step.update is not None:
             topic = self.settings.kafka.topic(MODEL_UPDATES)
             self.producer.send(topic, step.update.model_name, step.update)

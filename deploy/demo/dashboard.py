@@ -64,7 +64,7 @@ def _quality(state: RunState) -> Table:
                   _fmt(series[-1][1] if series else None, digits=3))
     table.add_row("over time", Text(sparkline([h for _, h, _ in series]), style="green"))
     if observed:
-        versions = ", ".join(u.version for u in observed.updates[-6:]) or "—"
+        versions = ", ".join(f"{u.model_name}:{u.version}" for u in observed.updates[-6:]) or "—"
         table.add_row("model versions", versions)
         for alert in observed.alerts[-3:]:
             table.add_row(Text("alert", style="bold red"),

@@ -45,15 +45,21 @@ def _sum(kpis: Sequence[KpiReport], start: float, end: float) -> PhaseKpi:
     return PhaseKpi(sum(k.responses for k in inside), sum(k.hits for k in inside))
 
 
-def phases(kpis: Sequence[KpiReport], marks: Marks, end: float) -> dict[str, PhaseKpi]:
+def phase_spans(marks: Marks, end: float) -> dict[str, tuple[float, float]]:
+    """(start, end) of each phase the run reached."""
     drift = marks.drift_at if marks.drift_at is not None else end
-    result = {"before_drift": _sum(kpis, marks.warm_until, drift)}
+    spans = {"before_drift": (marks.warm_until, drift)}
     if marks.drift_at is not None:
         until = marks.retrained_at if marks.retrained_at is not None else end
-        result["after_drift"] = _sum(kpis, marks.drift_at, until)
+        spans["after_drift"] = (marks.drift_at, until)
     if marks.retrained_at is not None:
-        result["after_recovery"] = _sum(kpis, marks.retrained_at + marks.settle_s, end)
-    return result
+        spans["after_recovery"] = (marks.retrained_at + marks.settle_s, end)
+    return spans
+
+
+def phases(kpis: Sequence[KpiReport], marks: Marks, end: float) -> dict[str, PhaseKpi]:
+    spans = phase_spans(marks, end)
+    return {name: _sum(kpis, start, stop) for name, (start, stop) in spans.items()}
 
 
 def hit_rate_series(kpis: Sequence[KpiReport]) -> list[tuple[float, float, int]]:

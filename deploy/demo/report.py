@@ -20,7 +20,7 @@ def _markers(summary: dict[str, Any]) -> list[tuple[float, str]]:
     if summary["drift"]["at_s"] is not None:
         marks.append((summary["drift"]["at_s"], "drift"))
     marks += [(a["at_s"], f"alert {a['detector']}") for a in summary["alerts"]]
-    marks += [(v["at_s"], f"v{v['version']}") for v in summary["versions"]
+    marks += [(v["at_s"], f"{v['model']} v{v['version']}") for v in summary["versions"]
               if v["at_s"] is not None and v["at_s"] >= 0]
     return marks
 
@@ -33,6 +33,31 @@ def _kpi_table(summary: dict[str, Any]) -> str:
     return ("<table><tr><th>phase</th><th>hit rate@10</th><th>attributed responses</th></tr>"
             f"{rows}</table><p>recovery ratio: {_num(summary['recovery_ratio'])} "
             f"(recovered: {summary['recovered']})</p>")
+
+
+def _ranker_section(summary: dict[str, Any]) -> str:
+    strategies = "".join(
+        f"<tr><td>{escape(phase)}</td><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td>"
+        f"<td>{k['responses']}</td><td>{k['hits']}</td></tr>"
+        for phase, by_strategy in summary["kpi_by_strategy"].items()
+        for name, k in by_strategy.items()
+    )
+    gate = summary["ranker_gate"]
+    promoted = "".join(
+        f"<tr><td>{escape(p['version'])}</td><td>{_num(p['at_s'])}</td>"
+        f"<td>{_num(p['ranker_ndcg10'])}</td><td>{_num(p['retrieval_ndcg10'])}</td>"
+        f"<td>{_num(p['gain'])}</td><td>{p['held_back_lists']}</td></tr>"
+        for p in gate["promoted"]
+    )
+    return (
+        "<h2>ranker</h2><p>client-side hit rate@10 of answers read in time, by the strategy that "
+        "ordered them</p><table><tr><th>phase</th><th>strategy</th><th>hit rate@10</th>"
+        f"<th>answers in time</th><th>hits</th></tr>{strategies}</table>"
+        f"<p>gate runs: {gate['gate_runs']}, refused: {gate['refused']}, promoted: "
+        f"{len(gate['promoted'])}; last held-back gain: {_num(gate['last_gain'])}</p>"
+        "<table><tr><th>promoted version</th><th>at s</th><th>ranker NDCG@10</th>"
+        f"<th>retrieval NDCG@10</th><th>gain</th><th>held-back lists</th></tr>{promoted}</table>"
+    )
 
 
 def _num(value: object) -> str:
@@ -64,6 +89,7 @@ td,th{{padding:2px 10px;text-align:left}}pre{{background:#f5f5f5;padding:8px}}</
 <p>ML-100K replayed live; at {summary['drift']['at_s']} s {summary['drift']['item_share']:.0%}
 of item ids were permuted among themselves (users pick other items than the model learned).</p>
 {_kpi_table(summary)}
+{_ranker_section(summary)}
 {''.join(f'<div>{c}</div>' for c in charts)}
 <h2>alerts</h2><pre>{escape(json.dumps(summary['alerts'], indent=1))}</pre>
 <h2>versions</h2><pre>{escape(json.dumps(summary['versions'], indent=1))}</pre>

@@ -115,6 +115,9 @@ def _start(services: Services, state: RunState) -> None:
         "STREAMREC_RETRAIN_MIN_AFTER_CHANGE_S": str(s.retrain_after_change_s),
         "STREAMREC_RETRAIN_MODE": s.retrain_mode,
         "STREAMREC_THREADS": "1",
+        "STREAMREC_RANKER_HELD_BACK": str(s.ranker_held_back),
+        "STREAMREC_RANKER_MIN_LISTS": str(s.ranker_min_lists),
+        "STREAMREC_RANKER_GATE_EVERY": str(s.ranker_gate_every),
     })
     services.start("scorer", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-scorer",

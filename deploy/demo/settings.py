@@ -75,6 +75,22 @@ class DemoSettings(BaseSettings):
         "default: after a full permutation of item ids, minors of the pre-drift model do not "
         "help, and they lift the pre-drift baseline the recovery is measured against.",
     )
+    ranker_held_back: int = Field(
+        600, ge=10, le=100_000, description="Recent labelled lists the ranker gate judges on. "
+        "At tens of requests per second only a minority of answered lists gets a click, so the "
+        "gate needs a few hundred lists to hold ranker_min_lists positive ones and still "
+        "judge on the last seconds of traffic.",
+    )
+    ranker_min_lists: int = Field(
+        50, ge=2, le=100_000, description="Positive held-back lists before the gate may "
+        "promote: enough for its two-standard-error test to mean something on a small "
+        "catalogue, few enough to be reached within the first minute of live traffic.",
+    )
+    ranker_gate_every: int = Field(
+        20, ge=1, le=100_000, description="Micro-batches of ranker.examples between gate "
+        "runs (at least 10 s at the trainer's 0.5 s batch timeout, longer while the trainer is "
+        "busy): several gate decisions before and after the drift.",
+    )
     dashboard: bool = Field(True, description="rich.Live terminal dashboard.")
     refresh_s: float = Field(1.0, gt=0.0, le=10.0, description="Dashboard and sampling cadence.")
     ready_timeout_s: float = Field(180.0, gt=0.0, description="Wait for services to answer.")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from deploy.demo.phases import Marks, hit_rate_series, major, phases
+from deploy.demo.phases import Marks, hit_rate_series, major, phase_spans, phases
+from deploy.demo.ranking import gate_decisions, strategy_kpi
 from deploy.demo.timeline import summary_ms
+from online_trainer.ranker_training import RANKER_MODEL_NAME
 
 if TYPE_CHECKING:
     from deploy.demo.run_state import RunState
@@ -45,6 +47,10 @@ def build_summary(
         "feature_freshness_ms": summary_ms(stats.feature_freshness_ms),
         "client_hit_rate": stats.client_hits / stats.answered if stats.answered else None,
         "kpi": kpi,
+        "kpi_by_strategy": strategy_kpi(stats.credits, phase_spans(marks, end)),
+        "ranker_gate": gate_decisions(
+            observed.updates, state.services.get("trainer", {}), RANKER_MODEL_NAME, origin
+        ),
         "recovery_ratio": round(ratio, 3) if ratio is not None else None,
         "recovered": ratio is not None and ratio >= s.recovery_ratio,
         "drift": {"at_s": _rel(marks.drift_at, origin), "item_share": s.drift_item_share,
@@ -58,7 +64,8 @@ def build_summary(
         "retrains": sum(1 for u in observed.updates if major(u.version) > 1),
         "retrained_at_s": _rel(marks.retrained_at, origin),
         "versions": [
-            {"version": u.version, "kind": u.kind, "at_s": _rel(u.published_at, origin)}
+            {"model": u.model_name, "version": u.version, "kind": u.kind,
+             "at_s": _rel(u.published_at, origin)}
             for u in observed.updates
         ],
         "versions_served": stats.versions,

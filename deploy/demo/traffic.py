@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from deploy.demo.observer import Observer
+from deploy.demo.ranking import Credit
 from schemas import EventContext, InteractionEvent, RecommendationRequest
 from schemas.topics import INTERACTIONS, REC_REQUESTS
 from streams.kafka.connection import KafkaConnection
@@ -57,6 +58,7 @@ class TrafficStats:
     latencies_ms: list[float] = field(default_factory=list)
     feature_freshness_ms: list[float] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
+    credits: list[Credit] = field(default_factory=list)
 
 
 class Traffic:
@@ -133,6 +135,7 @@ class Traffic:
         s.versions[version] = s.versions.get(version, 0) + 1
         hit = any(i.item_id == pending.event.item_id for i in response.items)
         s.client_hits += hit
+        s.credits.append(Credit(pending.sent_at, response.strategy, hit))
         return hit
 
     def close(self) -> None:

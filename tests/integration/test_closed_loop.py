@@ -45,6 +45,10 @@ def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> 
     assert isinstance(versions, list)
     majors = {int(str(v["version"]).split(".", maxsplit=1)[0]) for v in versions}
     assert summary["retrains"] and max(majors) >= 2, versions
+    gate = summary["ranker_gate"]
+    assert isinstance(gate, dict) and gate["gate_runs"], f"the ranker gate never ran: {gate}"
+    by_strategy = summary["kpi_by_strategy"]
+    assert isinstance(by_strategy, dict) and by_strategy, "no answers credited by strategy"
     ratio = summary["recovery_ratio"]
     assert isinstance(ratio, float), summary["kpi"]
     # Runs with a 40 s hold recovered to 0.914-1.001 (nine runs, mean 0.956).

@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
+from prometheus_client import REGISTRY
 
+from models.logged_ranker import GateDecision
 from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
 from models.store import ModelStore
+from online_trainer.metrics import TrainerMetrics
 from online_trainer.ranker_training import RankerTraining
 from schemas.ranker_examples import RankerExample, encode_vectors
 from serving.ranker_slot import RankerSlot
@@ -84,3 +88,22 @@ def test_the_slot_refuses_a_tampered_version_and_keeps_retrieval_order(tmp_path:
     slot = RankerSlot(store)
     assert not slot.apply(update.model_copy(update={"sha256": "0" * 64}))
     assert slot.current() is None
+
+
+def test_gate_runs_are_counted_by_outcome_with_the_last_gain() -> None:
+    def count(outcome: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "streamrec_trainer_ranker_gate_decisions_total", {"outcome": outcome}
+        )
+        assert value is not None  # both outcomes are exported before any gate run
+        return value
+
+    before = {outcome: count(outcome) for outcome in ("promote", "refuse")}
+    metrics = TrainerMetrics()
+    metrics.observe_ranker_gate(GateDecision(False, 0.20, 0.25, 60, "does not beat retrieval"))
+    metrics.observe_ranker_gate(GateDecision(True, 0.30, 0.25, 60, "beats retrieval order"))
+    metrics.observe_ranker_gate(GateDecision(False, float("nan"), float("nan"), 0, "no lists"))
+    assert count("refuse") - before["refuse"] == 2
+    assert count("promote") - before["promote"] == 1
+    gain = REGISTRY.get_sample_value("streamrec_trainer_ranker_gate_gain")
+    assert gain == pytest.approx(0.05)
