@@ -13,7 +13,7 @@
 --   ms when it sent the call.
 -- Returns {applied, skipped}: events this entity applied, and those it had already applied.
 --
--- The worker (streams/feature_worker/entity_calls.py) groups each batch per entity, keeping
+-- The worker (streams/feature_worker/batch.py) groups each batch per entity, keeping
 -- the events' order, so the state equals applying the events one at a time in stream order:
 -- entities never read each other, so only the order within an entity matters.
 --
