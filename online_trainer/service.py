@@ -89,12 +89,14 @@ class TrainerService:
         self.retrain_failures = 0
 
     def _ranker_loop(self) -> ContractLoop[RankerExample]:
+        starts = ReadsEveryExampleOnce()
         consumer = BatchConsumer(
             self.settings.kafka,
             self.settings.ranker_group_id,
             [self.settings.kafka.topic(RANKER_EXAMPLES)],
-            on_assign=_from_the_beginning,
-            # Eager assignment: the whole assignment is seeked to the beginning at once.
+            on_assign=starts.on_assign,
+            on_revoke=starts.on_revoke,
+            # Eager assignment: the whole assignment is positioned at once.
             overrides={"partition.assignment.strategy": "range"},
         )
         return ContractLoop(
@@ -261,8 +263,22 @@ class TrainerService:
         self.consumer.raw.resume(assignment)
 
 
-def _from_the_beginning(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-    # The ranker is not checkpointed: each start trains it afresh on the retained examples.
-    for tp in partitions:
-        tp.offset = OFFSET_BEGINNING
-    consumer.assign(partitions)
+class ReadsEveryExampleOnce:
+    """Where the ranker's consumer starts on each assignment. The ranker is not checkpointed, so
+    a partition first assigned to this process is read from the beginning; one it already read
+    (an eager rebalance revokes and re-assigns everything, e.g. after a broker outage) goes on
+    from where this process stopped, so no example is trained on twice."""
+
+    def __init__(self) -> None:
+        self.next_offsets: dict[int, int] = {}
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            tp.offset = self.next_offsets.get(tp.partition, OFFSET_BEGINNING)
+        consumer.assign(partitions)
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The local fetch position: no broker call, so it works while the broker is away.
+        for tp in consumer.position(partitions):
+            if tp.offset >= 0:
+                self.next_offsets[tp.partition] = tp.offset
