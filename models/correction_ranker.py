@@ -30,7 +30,7 @@ from torch import nn
 
 from models.embeddings import padded_width
 from models.point_in_time import unit_rows
-from models.ranker import DLRMConfig, DLRMRanker
+from models.ranker import DLRMConfig, correction_dlrm
 from models.ranking import RankingExamples, holdout_split, ndcg_at_10, reranked_ranks
 
 log = logging.getLogger(__name__)
@@ -58,15 +58,10 @@ class CorrectionRankerConfig(BaseModel):
 class _Model(nn.Module):
     def __init__(self, n_features: int, dim: int, config: CorrectionRankerConfig) -> None:
         super().__init__()
-        self.dlrm = DLRMRanker(DLRMConfig(
+        self.dlrm = correction_dlrm(DLRMConfig(
             n_dense=n_features, n_sparse=N_SLOTS, dim=dim, bottom_mlp=config.bottom_mlp,
             top_mlp=config.top_mlp, log1p_dense=False, seed=config.seed,
         ))
-        last = self.dlrm.top[-1]
-        if not isinstance(last, nn.Linear):
-            raise TypeError("the DLRM's top MLP must end in a Linear layer")
-        nn.init.zeros_(last.weight)
-        nn.init.zeros_(last.bias)
         self.retriever_weight = nn.Parameter(torch.ones(()))
 
     def forward(

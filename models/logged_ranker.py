@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from models.embeddings import padded_width
-from models.ranker import DLRMConfig, DLRMRanker
+from models.ranker import DLRMConfig, correction_dlrm
 
 FloatArray = npt.NDArray[np.float32]
 RETRIEVER_COLUMN = 0
@@ -60,15 +60,10 @@ class _Model(nn.Module):
     def __init__(self, n_features: int, config: LoggedRankerConfig) -> None:
         super().__init__()
         self.width = padded_width(n_features)
-        self.dlrm = DLRMRanker(DLRMConfig(
+        self.dlrm = correction_dlrm(DLRMConfig(
             n_dense=n_features, n_sparse=1, dim=self.width, bottom_mlp=config.bottom_mlp,
             top_mlp=config.top_mlp, log1p_dense=False, seed=config.seed,
         ))
-        last = self.dlrm.top[-1]
-        if not isinstance(last, nn.Linear):
-            raise TypeError("the DLRM's top MLP must end in a Linear layer")
-        nn.init.zeros_(last.weight)
-        nn.init.zeros_(last.bias)
         self.retriever_weight = nn.Parameter(torch.ones(()))
 
     def forward(self, standardised: torch.Tensor, retriever: torch.Tensor) -> torch.Tensor:

@@ -102,3 +102,15 @@ class DLRMRanker(nn.Module):
         sparse = torch.stack([query.expand_as(candidates), candidates], dim=1)
         return torch.sigmoid(self.forward(dense, sparse))
 
+
+
+def correction_dlrm(config: DLRMConfig) -> DLRMRanker:
+    """A DLRM whose output layer starts at zero: added to a retriever's score, it starts from
+    retrieval order and learns only a correction to it."""
+    dlrm = DLRMRanker(config)
+    last = dlrm.top[-1]
+    if not isinstance(last, nn.Linear):
+        raise TypeError("the DLRM's top MLP must end in a Linear layer")
+    nn.init.zeros_(last.weight)
+    nn.init.zeros_(last.bias)
+    return dlrm
