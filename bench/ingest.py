@@ -78,12 +78,17 @@ class _Drain:
     redis_us_per_event: float
     """Redis's own time running the worker's script calls (INFO commandstats, EVALSHA usec):
     what the worker takes from every other client of Redis, without the network I/O."""
+    redis_us_per_call: float
+    """Mean time of one script call: how long each call holds Redis (and the scorer's reads)."""
 
 
-def _script_usec(admin: SyncClient) -> float:
+def _script_usec(admin: SyncClient) -> tuple[float, float]:
+    """Redis's total time in script calls (µs) and their number."""
     stats = admin.info("commandstats")
-    return sum(
-        float(stats.get(name, {}).get("usec", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval")
+    names = ("cmdstat_evalsha", "cmdstat_eval")
+    return (
+        sum(float(stats.get(name, {}).get("usec", 0)) for name in names),
+        sum(float(stats.get(name, {}).get("calls", 0)) for name in names),
     )
 
 
@@ -101,7 +106,7 @@ def _redis_cpu_seconds(admin: SyncClient) -> float:
 def _drain(worker: WorkerProcess, admin: SyncClient, total: int, timeout_s: float) -> _Drain:
     """Rate and CPU per event from the first applied sample to the last event (50 ms polls)."""
     deadline = time.monotonic() + timeout_s
-    first: tuple[float, float, float, float, float] | None = None
+    first: tuple[float, float, float, float, tuple[float, float]] | None = None
     while time.monotonic() < deadline:
         samples = worker.metrics()
         now = time.perf_counter()
@@ -113,11 +118,13 @@ def _drain(worker: WorkerProcess, admin: SyncClient, total: int, timeout_s: floa
             )
         if settled(samples) >= total and first is not None:
             n = max(applied - first[1], 1.0)
+            usec, calls = _script_usec(admin)
             return _Drain(
                 n / max(now - first[0], 1e-9),
                 (_cpu_seconds(worker.pid) - first[2]) / n * 1e6,
                 (_redis_cpu_seconds(admin) - first[3]) / n * 1e6,
-                (_script_usec(admin) - first[4]) / n,
+                (usec - first[4][0]) / n,
+                (usec - first[4][0]) / max(calls - first[4][1], 1.0),
             )
         time.sleep(0.05)
     raise TimeoutError(f"worker did not drain {total} events within {timeout_s}s")
@@ -346,9 +353,11 @@ def run(
             "p99": round(low_p99, 1),
         },
         "redis_us_per_event": round(drain.redis_us_per_event, 2),
+        "redis_us_per_call": round(drain.redis_us_per_call, 1),
         "interleaved": {
             "events_per_s": round(mixed.events_per_s),
             "redis_us_per_event": round(mixed.redis_us_per_event, 2),
+            "redis_us_per_call": round(mixed.redis_us_per_call, 1),
             "worker_cpu_us_per_event": round(mixed.worker_cpu_us_per_event, 1),
             "redis_cpu_us_per_event": round(mixed.redis_cpu_us_per_event, 1),
         },
@@ -376,6 +385,8 @@ def run(
             ("redis script us/event (commandstats)", f"{drain.redis_us_per_event:.1f}"),
             ("interleaved events/s", f"{mixed.events_per_s:,.0f}"),
             ("interleaved redis script us/event", f"{mixed.redis_us_per_event:.1f}"),
+            ("redis us per script call (generated / interleaved)",
+             f"{drain.redis_us_per_call:.0f} / {mixed.redis_us_per_call:.0f}"),
             ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
             (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
             (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),

@@ -48,6 +48,19 @@ def encoder(
 
 
 
+@app.command("script")
+def bench_script(
+    json_path: Path = typer.Option(
+        Path("bench/results/script.json"), "--json", help="Output JSON."
+    ),
+    events: int = typer.Option(40_000, min=4000, help="Events per traffic shape."),
+) -> None:
+    """Where Redis's time goes inside the feature script, per event and stage."""
+    from bench.script import run
+
+    run(json_path, events=events)
+
+
 @app.command("ingest")
 def bench_ingest(
     json_path: Path = typer.Option(

@@ -174,10 +174,15 @@ class LocalRedisCluster:
         self._wait_state(deadline)
 
     def _wait_state(self, deadline: float) -> None:
+        """Every node says `ok` and knows every node: `redis-cli --cluster rebalance` refuses
+        to move slots while the nodes' views still differ (gossip after `add-node`)."""
         states: list[str] = []
+        known = str(len(self.ports))
         while time.monotonic() < deadline:
-            states = [self._cluster_info(port).get("cluster_state", "") for port in self.ports]
-            if all(state == "ok" for state in states):
+            infos = [self._cluster_info(port) for port in self.ports]
+            states = [info.get("cluster_state", "") for info in infos]
+            if all(i.get("cluster_state") == "ok" and i.get("cluster_known_nodes") == known
+                   for i in infos):
                 return
             time.sleep(0.2)
         raise TimeoutError(

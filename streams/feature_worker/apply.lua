@@ -26,9 +26,9 @@
 -- OOM cannot abort it half-way; an entity's update is applied entirely or not at all.
 --
 -- Cost: the events are folded in Lua first (one HMGET, then in-memory), and the entity is
--- written back once: HINCRBY per distinct bucket, one HSET (counters included), one
--- LPUSH + LTRIM per sequence. A hot entity (a category, a popular item, a session's burst)
--- costs a few commands per batch instead of a few per event.
+-- written back once: HINCRBY per distinct bucket, one HSET (counters included), one LPUSH per
+-- sequence (and an LTRIM once it is full). A hot entity (a category, a popular item, a session's
+-- burst) costs a few commands per batch instead of a few per event.
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
@@ -49,6 +49,8 @@
 -- popularity keep no TTL: their buckets are bounded by their windows, and their number by the
 -- catalog.
 
+-- (`-- stage:` markers let `streamrec bench script` time the script's parts.)
+-- stage: called
 local KEY = KEYS[1]
 local SEQ_LEN = tonumber(ARGV[1])
 local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
@@ -81,6 +83,7 @@ end
 
 -- Fields loaded with the entity besides its own: the `_p` of every partition in the call and
 -- the counters its events add to.
+-- stage: parsed
 local PARTS = {}
 do
   local seen = {}
@@ -302,10 +305,11 @@ local function write(c)
     if c.ttl then redis.call('EXPIRE', c.key, c.ttl) end
   end
   if c.seq then
-    -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter.
+    -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
+    -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
     local seq_key = c.key .. ':seq'
-    redis.call('LPUSH', seq_key, unpack(c.seq, math.max(1, #c.seq - SEQ_LEN + 1)))
-    redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1)
+    local n = redis.call('LPUSH', seq_key, unpack(c.seq, math.max(1, #c.seq - SEQ_LEN + 1)))
+    if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
     if c.ttl then redis.call('EXPIRE', seq_key, c.ttl) end
   end
 end
@@ -313,8 +317,10 @@ end
 local APPLY = {
   u = apply_user, s = apply_session, i = apply_item, c = apply_category, p = apply_popularity,
 }
+-- stage: defined
 local apply = APPLY[KIND]
 for _, e in ipairs(events) do apply(e) end
 if newest_entered then put(cache[KEY], 'lag_ms', int(math.max(0, SENT_MS - newest_entered))) end
+-- stage: folded
 for _, key in ipairs(order) do write(cache[key]) end
 return {applied, skipped}

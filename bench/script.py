@@ -1,0 +1,150 @@
+"""`streamrec bench script`: where Redis's time goes inside the feature script (apply.lua).
+
+The same batches the worker would send (2,000 events, one call per entity) for generated and for
+interleaved traffic, each run against state the first half of the stream left behind:
+- `called`: the call itself (Redis builds KEYS and ARGV, runs nothing of the script);
+- `parsed`: + reading the event lines into Lua tables;
+- `defined`: + the fields to load and the helpers' definitions (run on every call);
+- `folded`: + one HMGET per entity and the fold in Lua memory;
+- `written`: the whole script (+ the writes);
+each a variant of the script that returns at its `-- stage:` marker (the variants write nothing,
+so all see the same state). `commands` is the Redis commands' own time inside `written`
+(INFO commandstats of everything but EVALSHA); the rest of a stage is Lua. Also the price of
+Lua primitives on this host (a table, a concatenated string, a `redis.call`), per operation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from bench.ingest import interleaved
+from bench.report import print_table, write_result
+from deploy.generators.sample import SampleConfig, SampleGenerator
+from schemas.events import InteractionEvent
+from schemas.topics import INTERACTIONS
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, entity_calls, script_header
+from streams.feature_worker.settings import StreamSettings
+from streams.feature_worker.writer import DEFAULT_CALL_EVENTS, SCRIPT
+from streams.features.keys import FeatureKeys
+from streams.redis.connection import RedisConnection, SyncClient
+
+STAGES = ("called", "parsed", "defined", "folded", "written")
+BATCH = 2000
+_PRIMITIVES = {
+    "table": "for i = 1, 100000 do local t = {a = i, b = i} end",
+    "concat": "for i = 1, 100000 do local s = 'm:' .. i end",
+    "redis_call": "for i = 1, 100000 do redis.call('EXISTS', KEYS[1]) end",
+}
+
+
+def variant(stage: str) -> str:
+    """The script returning at the marker of `stage` ('written': the script as it is)."""
+    if stage == "written":
+        return SCRIPT
+    marker = f"-- stage: {stage}"
+    assert marker in SCRIPT, marker
+    return SCRIPT.replace(marker, "if true then return {0, 0} end", 1)
+
+
+def positioned(events: Iterable[InteractionEvent]) -> list[PositionedEvent]:
+    """Events laid out as Kafka would: partitioned by user, offsets in order."""
+    offsets = [0] * INTERACTIONS.partitions
+    out = []
+    for event in events:
+        partition = zlib.crc32(event.user_id.encode()) % INTERACTIONS.partitions
+        out.append(PositionedEvent(partition, offsets[partition], event))
+        offsets[partition] += 1
+    return out
+
+
+def _script_usec(admin: SyncClient) -> tuple[float, float]:
+    """Time in script calls and in the commands they ran (µs, since the last reset)."""
+    stats = admin.info("commandstats")
+    script = float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+    commands = sum(
+        float(v.get("usec", 0)) for k, v in stats.items()
+        if k not in ("cmdstat_evalsha", "cmdstat_config|resetstat")
+    )
+    return script, commands
+
+
+def apply_batches(
+    admin: SyncClient, sha: str, keys: FeatureKeys, stream: list[PositionedEvent]
+) -> None:
+    """The stream in the worker's batches and calls, through the script `sha`."""
+    header = script_header(KeyTtls())
+    sent_ms = str(round(time.time() * 1000))
+    for start in range(0, len(stream), BATCH):
+        pipe = admin.pipeline(transaction=False)
+        for call in entity_calls(keys, stream[start : start + BATCH], DEFAULT_CALL_EVENTS):
+            pipe.evalsha(sha, 1, call.key, *header, call.kind, call.lines, sent_ms)
+        pipe.execute()
+
+
+def _stages(admin: SyncClient, stream: list[PositionedEvent]) -> dict[str, float]:
+    """µs of Redis time per event up to each stage, and the commands' own share."""
+    keys = FeatureKeys(f"sr:bench:script:{uuid.uuid4().hex[:8]}:")
+    half = len(stream) // 2
+    try:
+        apply_batches(admin, admin.script_load(SCRIPT), keys, stream[:half])
+        measured = stream[half:]
+        result: dict[str, float] = {}
+        for stage in STAGES:
+            sha = admin.script_load(variant(stage))
+            admin.config_resetstat()
+            apply_batches(admin, sha, keys, measured)
+            script, commands = _script_usec(admin)
+            result[stage] = round(script / len(measured), 2)
+        result["commands"] = round(commands / len(measured), 2)
+        return result
+    finally:
+        for key in admin.scan_iter(match=f"{keys.prefix}*", count=1000):
+            admin.delete(key)
+
+
+def _primitive_us(admin: SyncClient) -> dict[str, float]:
+    """µs per operation of a Lua loop of 100,000 (minus an empty loop's)."""
+    def timed(body: str) -> float:
+        start = time.perf_counter()
+        admin.eval(f"{body} return 1", 1, "sr:bench:script:nothing")
+        return time.perf_counter() - start
+
+    empty = timed("for i = 1, 100000 do end")
+    return {name: round((timed(body) - empty) / 100_000 * 1e6, 3)
+            for name, body in _PRIMITIVES.items()}
+
+
+def run(json_path: Path, events: int) -> None:
+    settings = StreamSettings()
+    admin = RedisConnection(
+        host=settings.redis.host, port=settings.redis.port, username="admin",
+        secrets_dir=settings.redis.secrets_dir,
+    ).client()
+    try:
+        generated = positioned(SampleGenerator(SampleConfig(seed=21)).events(events))
+        mixed = positioned(interleaved(
+            SampleGenerator(SampleConfig(users=50_000, seed=24)).events(events), 20_000, 24
+        ))
+        shapes = {"generated": _stages(admin, generated), "interleaved": _stages(admin, mixed)}
+        ops = _primitive_us(admin)
+    finally:
+        admin.close()
+    write_result(json_path, {
+        "redis_us_per_event": shapes,
+        "lua_us_per_op": ops,
+        "events": events,
+        "batch_max_events": BATCH,
+        "call_events": DEFAULT_CALL_EVENTS,
+    })
+    columns = (*STAGES, "commands")
+    rows = [
+        (f"{shape} redis us/event: {' / '.join(columns)}",
+         " / ".join(f"{stages[c]:.1f}" for c in columns))
+        for shape, stages in shapes.items()
+    ]
+    rows.append((f"lua us/op: {' / '.join(ops)}", " / ".join(f"{v:.2f}" for v in ops.values())))
+    print_table("bench script", rows)
