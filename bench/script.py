@@ -26,7 +26,8 @@ from bench.report import print_table, write_result
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from schemas.events import InteractionEvent
 from schemas.topics import INTERACTIONS
-from streams.feature_worker.batch import KeyTtls, PositionedEvent, entity_calls, script_header
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
+from streams.feature_worker.fold import entity_updates
 from streams.feature_worker.settings import StreamSettings
 from streams.feature_worker.writer import DEFAULT_CALL_EVENTS, SCRIPT
 from streams.features.keys import FeatureKeys
@@ -80,8 +81,8 @@ def apply_batches(
     sent_ms = str(round(time.time() * 1000))
     for start in range(0, len(stream), BATCH):
         pipe = admin.pipeline(transaction=False)
-        for call in entity_calls(keys, stream[start : start + BATCH], DEFAULT_CALL_EVENTS):
-            pipe.evalsha(sha, 1, call.key, *header, call.kind, call.lines, sent_ms)
+        for u in entity_updates(keys, stream[start : start + BATCH], DEFAULT_CALL_EVENTS):
+            pipe.evalsha(sha, 1, u.key, *header, u.kind, sent_ms, *u.args)
         pipe.execute()
 
 

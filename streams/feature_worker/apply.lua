@@ -1,46 +1,50 @@
 #!lua
--- Applies one entity's share of a batch of validated interaction events, idempotently.
+-- Merges one entity's folded share of a batch of interaction events into its state,
+-- idempotently.
 --
 -- KEYS[1] = the entity's key (`u:{id}`, `s:{id}`, `i:{id}`, `c:{id}` or a popularity shard
 --   `pop:{n}`); every other key the call writes is that key plus a suffix (`:m`, `:h`, `:seq`,
 --   `:h<hour>`), so one call touches one entity and one hash slot (Redis Cluster-ready).
--- ARGV = sequence length, minute buckets kept, hour buckets kept, popularity hours, affinity
---   weight of view, click, cart, purchase, user TTL (s), session TTL (s), the entity kind
---   (u, s, i, c, p), and the entity's events in arrival order as ONE text argument: one line per
---   event, tab-separated: partition, offset, user, session, item, category ('' = none), type
---   code, ts, entered (ms: the record's Kafka time, else the event time). (Ids are printable
---   ASCII without whitespace, so tabs and newlines are free.) Last, the writer's wall clock in
---   ms when it sent the call.
--- Returns {applied, skipped}: events this entity applied, and those it had already applied.
+-- ARGV = sequence length, minute buckets kept, hour buckets kept, popularity hours, user TTL
+--   (s), session TTL (s), the entity kind (u, s, i, c, p), the writer's wall clock in ms when it
+--   sent the call, then the update streams/feature_worker/fold.py builds (read in order below):
+--   the partitions it folds (number, then partition, first offset, last offset, and the offset
+--   the entity's previous piece of the same batch ends at, or ''), the counter deltas (number,
+--   then field, delta), for users, items and categories the minute and the hour bucket counts
+--   (number, then bucket, count, for each), then what the kind needs (see each merge below).
+-- Returns 0 when merged, 1 when every event was already applied (a re-delivery: nothing
+--   written), 2 when only some were (refused, nothing written: the writer sends those events
+--   one update each, which Redis then applies or skips one by one).
 --
--- The worker (streams/feature_worker/batch.py) groups each batch per entity, keeping
--- the events' order, so the state equals applying the events one at a time in stream order:
--- entities never read each other, so only the order within an entity matters.
+-- The worker groups each batch per entity and folds each entity's events in stream order, so
+-- the state equals applying the events one at a time in stream order: entities never read each
+-- other, so only the order within an entity matters (tests/feature_oracle.py is that reference).
 --
 -- Idempotence: every entity hash keeps `_p<partition>` = the last offset of that partition it
 -- applied, checked and advanced together with the entity's update. Events of a partition arrive
--- in offset order, so "apply only if offset > _p<partition>" is exact under crashes,
--- re-deliveries and whole-topic replays, without per-event dedupe keys.
+-- in offset order, so an update whose offsets are all above `_p<partition>` (or that continues
+-- exactly where the previous piece ended) is new, one whose last offset is not above it is a
+-- re-delivery, and only a crash between two differently cut batches leaves one in between.
 --
 -- Atomicity: the `#!lua` shebang makes Redis check memory once, before the script runs, so an
 -- OOM cannot abort it half-way; an entity's update is applied entirely or not at all.
 --
--- Cost: the events are folded in Lua first (one HMGET, then in-memory), and the entity is
--- written back once: HINCRBY per distinct bucket, one HSET (counters included), one LPUSH per
--- sequence (and an LTRIM once it is full). A hot entity (a category, a popular item, a session's
--- burst) costs a few commands per batch instead of a few per event.
+-- Cost: one HMGET, one HSET (counters included), an HINCRBY per distinct bucket, one LPUSH per
+-- sequence (and an LTRIM once it is full), EXPIREs for users and sessions: per entity and
+-- batch, whatever its number of events. Per event only a session's times (its gaps depend on
+-- the stored last time) and an item's times and categories (its newest category likewise).
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
 -- streams/features/windows.py), so any interleaving of partitions reaches the same state.
 --
--- Feature freshness: a user call that applies events stores `lag_ms` = the writer's clock when
--- it sent the call minus the entered time of the newest event it applied in stream order: how
+-- Feature freshness: a user update stores `lag_ms` = the writer's clock when it sent the call
+-- minus the entered time (the record's Kafka time) of its newest event in stream order: how
 -- long the pipeline took to bring the user's newest event into Redis, whatever that event's own
 -- (event) time. The clock comes from the writer, not Redis `TIME`: the worker's ACL user runs
 -- only @read/@write/@scripting commands, and the call runs within the round trip that follows.
 -- It is the only field the events do not determine (exactness tests leave it out of their
--- comparisons). A call that applies nothing (a re-delivery, a replay) leaves `lag_ms` as it was.
+-- comparisons). An update not merged (a re-delivery, a replay) leaves `lag_ms` as it was.
 --
 -- Expiry: every key of a user (`u:{id}`, its `:m`/`:h` buckets, `:seq`) and of a session
 -- (`s:{id}`, `:seq`) gets its TTL (re)set whenever this script writes it, so an entity expires
@@ -55,188 +59,164 @@ local KEY = KEYS[1]
 local SEQ_LEN = tonumber(ARGV[1])
 local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
 local POP_HOURS = tonumber(ARGV[4])
-local WEIGHT = {
-  view = tonumber(ARGV[5]), click = tonumber(ARGV[6]),
-  cart = tonumber(ARGV[7]), purchase = tonumber(ARGV[8]),
-}
-local TTL = {user = tonumber(ARGV[9]), session = tonumber(ARGV[10])}
-local KIND = ARGV[11]
-local SENT_MS = tonumber(ARGV[13])
-local LINE = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)'
-  .. '\t([^\t]*)$'
+local TTL = {u = tonumber(ARGV[5]), s = tonumber(ARGV[6])}
+local KIND = ARGV[7]
+local SENT_MS = tonumber(ARGV[8])
+local WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
 
+local at = 8
+local function arg() at = at + 1; return ARGV[at] end
+local function count() return tonumber(arg()) end
+
+local parts = {}
+for _ = 1, count() do
+  -- Offsets are exact as Lua numbers (doubles) up to 2^53.
+  parts[#parts + 1] = {p = arg(), first = tonumber(arg()), last_s = arg(), expect = arg()}
+end
+local counters = {}
+for _ = 1, count() do counters[#counters + 1] = {arg(), tonumber(arg())} end
+local buckets = {m = {}, h = {}}
+if WINDOWED then
+  for _, family in ipairs({'m', 'h'}) do
+    for _ = 1, count() do buckets[family][tonumber(arg())] = tonumber(arg()) end
+  end
+end
+
+-- stage: parsed
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
 local function int(x) return string.format('%d', x) end
 local function secs(x) return string.format('%.3f', x) end
 
-local events = {}
-for line in string.gmatch(ARGV[12], '[^\n]+') do
-  local p, o, user, session, item, category, kind, ts_s, entered = string.match(line, LINE)
-  -- Offsets are exact as Lua numbers (doubles) up to 2^53.
-  local ts = tonumber(ts_s)
-  events[#events + 1] = {
-    p = p, o_s = o, o = tonumber(o), user = user, session = session, item = item,
-    category = category, type = kind, ts_s = ts_s, ts = ts, entered = tonumber(entered),
-    minute = math.floor(ts / 60), hour = math.floor(ts / 3600),
-  }
-end
+local LOADED = {
+  u = {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'},
+  s = {'last_ts', 'start_ts', 'gap_sum', 'gap_max'},
+  i = {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'cat'},
+  c = {'mx_m', 'mx_h', 'last_ts', 'first_ts'},
+  p = {'mx_h'},
+}
+local names = {}
+for _, f in ipairs(LOADED[KIND]) do names[#names + 1] = f end
+for _, part in ipairs(parts) do names[#names + 1] = '_p' .. part.p end
+for _, c in ipairs(counters) do names[#names + 1] = c[1] end
 
--- Fields loaded with the entity besides its own: the `_p` of every partition in the call and
--- the counters its events add to.
--- stage: parsed
-local PARTS = {}
-do
-  local seen = {}
-  local function need(f)
-    if not seen[f] then seen[f] = true; PARTS[#PARTS + 1] = f end
+-- stage: defined
+local v, set = {}, {}
+local got = redis.call('HMGET', KEY, unpack(names))
+for i, f in ipairs(names) do v[f] = got[i] end
+
+-- New, re-delivered, or partly applied (see Idempotence above).
+local new, old = 0, 0
+for _, part in ipairs(parts) do
+  local done = tonumber(v['_p' .. part.p])
+  local last = tonumber(part.last_s)
+  if part.expect ~= '' then
+    if done == tonumber(part.expect) then new = new + 1 elseif done and done >= last then old = old + 1 end
+  elseif not done or done < part.first then
+    new = new + 1
+  elseif done >= last then
+    old = old + 1
   end
-  for _, e in ipairs(events) do
-    need('_p' .. e.p)
-    if KIND == 's' then
-      need('n')
-    else
-      need('n_' .. e.type)
-      if KIND == 'u' and e.category ~= '' then need('aff:' .. e.category) end
-    end
-  end
 end
+if old == #parts then return 1 end
+if new < #parts then return 2 end
 
-local cache, order = {}, {}
-
--- The entity's state, loaded with one HMGET on first touch: v = values (false when missing),
--- set = fields to HSET (counters included), b/top = bucket counts and newest bucket,
--- ttl = seconds every key of the entity lives after a write (nil: no expiry).
-local function entity(key, fields, ttl)
-  local c = cache[key]
-  if c then return c end
-  local names = {}
-  for _, f in ipairs(PARTS) do names[#names + 1] = f end
-  for _, f in ipairs(fields) do names[#names + 1] = f end
-  local got = redis.call('HMGET', key, unpack(names))
-  c = {key = key, v = {}, set = {}, b = {m = {}, h = {}}, top = {}, seq = nil, ttl = ttl}
-  for i, f in ipairs(names) do c.v[f] = got[i] end
-  cache[key] = c
-  order[#order + 1] = key
-  return c
-end
-
-local function put(c, f, value) c.v[f] = value; c.set[f] = value end
+local function put(f, value) v[f] = value; set[f] = value end
 -- Counters are written with the entity's HSET (the script is atomic, so read + add is an
--- increment): their fields are loaded with the HMGET (PARTS above).
-local function add(c, f, n) put(c, f, int((tonumber(c.v[f]) or 0) + n)) end
+-- increment): their fields were loaded with the HMGET.
+local function add(f, n) put(f, int((tonumber(v[f]) or 0) + n)) end
 
-local applied, skipped = 0, 0
-local newest_entered = nil  -- entered time (ms) of the newest event a user call applied
+for _, part in ipairs(parts) do put('_p' .. part.p, part.last_s) end
+for _, c in ipairs(counters) do add(c[1], c[2]) end
 
-local function claim(c, e)
-  local pf = '_p' .. e.p
-  local done = c.v[pf]
-  if done and tonumber(done) >= e.o then
-    skipped = skipped + 1
-    return false
+-- The newest and oldest time of the update against the stored ones (first/last times).
+local function extremes(newest_s, oldest_s)
+  local last = tonumber(v.last_ts)
+  if newest_s and (not last or tonumber(newest_s) > last) then put('last_ts', newest_s) end
+  local first = tonumber(v.first_ts)
+  if not first or tonumber(oldest_s) < first then put('first_ts', oldest_s) end
+end
+
+local function sequence()
+  local entries = {}
+  for _ = 1, count() do entries[#entries + 1] = arg() end
+  return entries
+end
+
+local seq = nil
+local pop = {}
+
+local function merge_user()
+  local newest_s, earlier_s, max_s, min_s, purchase_s = arg(), arg(), arg(), arg(), arg()
+  local entered = tonumber(arg())
+  -- The lag the newest event saw: time since the user's newest earlier event, stored or in
+  -- this update (0 if out of order); a first event ever has none.
+  local before = tonumber(v.last_ts)
+  local earlier = tonumber(earlier_s)
+  if earlier and (not before or earlier > before) then before = earlier end
+  if before then put('prev_gap', secs(math.max(0, tonumber(newest_s) - before))) end
+  extremes(max_s, min_s)
+  if purchase_s ~= '' then
+    local purchased = tonumber(v.last_purchase_ts)
+    if not purchased or tonumber(purchase_s) > purchased then put('last_purchase_ts', purchase_s) end
   end
-  put(c, pf, e.o_s)
-  applied = applied + 1
-  return true
+  put('lag_ms', int(math.max(0, SENT_MS - entered)))
+  seq = sequence()
 end
 
-local function bucket(c, family, b)
-  c.b[family][b] = (c.b[family][b] or 0) + 1
-  local top = c.top[family] or tonumber(c.v['mx_' .. family])
-  if not top or b > top then top = b end
-  c.top[family] = top
-end
-
--- Type counter, windows, first/last time; returns the previous last time (nil if none).
-local function counted(c, e)
-  add(c, 'n_' .. e.type, 1)
-  bucket(c, 'm', e.minute)
-  bucket(c, 'h', e.hour)
-  local last = tonumber(c.v.last_ts)
-  if not last or e.ts > last then put(c, 'last_ts', e.ts_s) end
-  local first = tonumber(c.v.first_ts)
-  if not first or e.ts < first then put(c, 'first_ts', e.ts_s) end
-  return last
-end
-
-local function sequence(c, e)
-  c.seq = c.seq or {}
-  c.seq[#c.seq + 1] = e.item .. ' ' .. e.ts_s .. ' ' .. e.type
-end
-
-local function apply_user(e)
-  local c = entity(KEY,
-    {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'}, TTL.user)
-  if not claim(c, e) then return false end
-  newest_entered = e.entered
-  local last = counted(c, e)
-  -- The lag this event saw: time since the user's newest earlier event (0 if out of order).
-  if last then put(c, 'prev_gap', secs(math.max(0, e.ts - last))) end
-  if e.type == 'purchase' then
-    local purchased = tonumber(c.v.last_purchase_ts)
-    if not purchased or e.ts > purchased then put(c, 'last_purchase_ts', e.ts_s) end
+local function merge_session()
+  put('user', arg())
+  -- Each gap is from the session's newest time so far, stored ones included: one by one.
+  for _ = 1, count() do
+    local ts_s = arg()
+    local ts = tonumber(ts_s)
+    local last = tonumber(v.last_ts)
+    if last then
+      local gap = math.max(0, ts - last)
+      local widest = tonumber(v.gap_max) or 0
+      if gap > widest then widest = gap end
+      put('last_gap', secs(gap))
+      put('gap_sum', secs((tonumber(v.gap_sum) or 0) + gap))
+      put('gap_max', secs(widest))
+      if ts > last then put('last_ts', ts_s) end
+      if ts < tonumber(v.start_ts) then put('start_ts', ts_s) end
+    else
+      put('last_ts', ts_s)
+      put('start_ts', ts_s)
+    end
   end
-  if e.category ~= '' then add(c, 'aff:' .. e.category, WEIGHT[e.type]) end
-  sequence(c, e)
-  return true
+  seq = sequence()
 end
 
-local function apply_session(e)
-  local c = entity(KEY,
-    {'last_ts', 'start_ts', 'gap_sum', 'gap_max'}, TTL.session)
-  if not claim(c, e) then return end
-  put(c, 'user', e.user)
-  add(c, 'n', 1)
-  local last = tonumber(c.v.last_ts)
-  if last then
-    local gap = math.max(0, e.ts - last)
-    local widest = tonumber(c.v.gap_max) or 0
-    if gap > widest then widest = gap end
-    put(c, 'last_gap', secs(gap))
-    put(c, 'gap_sum', secs((tonumber(c.v.gap_sum) or 0) + gap))
-    put(c, 'gap_max', secs(widest))
-    if e.ts > last then put(c, 'last_ts', e.ts_s) end
-    if e.ts < tonumber(c.v.start_ts) then put(c, 'start_ts', e.ts_s) end
-  else
-    put(c, 'last_ts', e.ts_s)
-    put(c, 'start_ts', e.ts_s)
-  end
-  sequence(c, e)
-end
-
-local function apply_item(e)
-  local c = entity(KEY, {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'cat'})
-  if not claim(c, e) then return end
-  local last = counted(c, e)
-  -- The category of the newest event (ties: the greater name), independent of arrival order.
-  if e.category ~= '' then
-    local cat = c.v.cat
-    if not cat or not last or e.ts > last or (e.ts == last and e.category > cat) then
-      put(c, 'cat', e.category)
+local function merge_item()
+  extremes(nil, arg())
+  -- The category of the newest event (ties: the greater name), against the newest time so
+  -- far, stored ones included: one by one.
+  for _ = 1, count() do
+    local ts_s, category = arg(), arg()
+    local ts = tonumber(ts_s)
+    local last = tonumber(v.last_ts)
+    if not last or ts > last then put('last_ts', ts_s) end
+    if category ~= '' then
+      local cat = v.cat
+      if not cat or not last or ts > last or (ts == last and category > cat) then
+        put('cat', category)
+      end
     end
   end
 end
 
-local function apply_category(e)
-  if e.category == '' then return end
-  local c = entity(KEY, {'mx_m', 'mx_h', 'last_ts', 'first_ts'})
-  if claim(c, e) then counted(c, e) end
-end
+local function merge_category() extremes(arg(), arg()) end
 
 -- One shard of the global totals (priors of the target encodings) and of the hourly item
 -- popularity sorted sets: the worker sends each item's events to its shard (by item id hash).
-local pop_key = KEY
-local pop_items = {}
-local function apply_popularity(e)
-  local c = entity(pop_key, {'mx_h'})
-  if not claim(c, e) then return end
-  add(c, 'n_' .. e.type, 1)
-  local top = c.top.h or tonumber(c.v.mx_h)
-  if not top or e.hour > top then top = e.hour end
-  c.top.h = top
-  local hour = pop_items[e.hour] or {}
-  hour[e.item] = (hour[e.item] or 0) + 1
-  pop_items[e.hour] = hour
+local function merge_popularity()
+  local newest = tonumber(arg())
+  for _ = 1, count() do
+    local hour, item, n = tonumber(arg()), arg(), tonumber(arg())
+    pop[hour] = pop[hour] or {}
+    pop[hour][item] = n
+  end
+  return newest
 end
 
 -- Deletes what fell out of (newest - kept, newest] since the stored newest bucket `old`: a jump
@@ -254,73 +234,70 @@ local function prune_buckets(fkey, old, newest, kept)
   redis.call('HDEL', fkey, unpack(stale))
 end
 
--- Buckets are pruned and counted against the batch's final newest bucket: an event older than
+-- Buckets are pruned and counted against the update's final newest bucket: an event older than
 -- that window would have been counted and then pruned anyway, so the state is the same.
-local function write_buckets(c, family)
-  local newest = c.top[family]
-  if not newest then return end
+local function write_buckets(family)
+  local old = tonumber(v['mx_' .. family])
+  local newest = old
+  for b in pairs(buckets[family]) do
+    if not newest or b > newest then newest = b end
+  end
   local kept = KEPT[family]
-  local fkey = c.key .. ':' .. family
-  local old = tonumber(c.v['mx_' .. family])
+  local fkey = KEY .. ':' .. family
   if old and newest > old then prune_buckets(fkey, old, newest, kept) end
-  for b, n in pairs(c.b[family]) do
+  for b, n in pairs(buckets[family]) do
     if b > newest - kept then redis.call('HINCRBY', fkey, int(b), n) end
   end
   -- The newest bucket is always among those written, so the hash exists here.
-  if c.ttl then redis.call('EXPIRE', fkey, c.ttl) end
-  if newest ~= old then c.set['mx_' .. family] = int(newest) end
+  if TTL[KIND] then redis.call('EXPIRE', fkey, TTL[KIND]) end
+  if newest ~= old then set['mx_' .. family] = int(newest) end
 end
 
-local function write_popularity(c)
-  local newest = c.top.h
-  if not newest then return end
-  local old = tonumber(c.v.mx_h)
+local function write_popularity(newest_in_update)
+  local old = tonumber(v.mx_h)
+  local newest = newest_in_update
+  if old and old > newest then newest = old end
   if old and newest > old then
     local stale = {}
     for h = old - POP_HOURS + 1, math.min(old, newest - POP_HOURS) do
-      stale[#stale + 1] = pop_key .. ':h' .. int(h)
+      stale[#stale + 1] = KEY .. ':h' .. int(h)
     end
     if #stale > 0 then redis.call('DEL', unpack(stale)) end
   end
-  for h, items in pairs(pop_items) do
+  for h, items in pairs(pop) do
     if h > newest - POP_HOURS then
-      local zkey = pop_key .. ':h' .. int(h)
+      local zkey = KEY .. ':h' .. int(h)
       for item, n in pairs(items) do redis.call('ZINCRBY', zkey, n, item) end
     end
   end
-  if newest ~= old then c.set.mx_h = int(newest) end
+  if newest ~= old then set.mx_h = int(newest) end
 end
 
-local function write(c)
-  if KIND == 'p' then
-    write_popularity(c)
-  else
-    write_buckets(c, 'm')
-    write_buckets(c, 'h')
-  end
-  local fields = {}
-  for f, value in pairs(c.set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
-  if #fields > 0 then
-    redis.call('HSET', c.key, unpack(fields))
-    if c.ttl then redis.call('EXPIRE', c.key, c.ttl) end
-  end
-  if c.seq then
-    -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
-    -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
-    local seq_key = c.key .. ':seq'
-    local n = redis.call('LPUSH', seq_key, unpack(c.seq, math.max(1, #c.seq - SEQ_LEN + 1)))
-    if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
-    if c.ttl then redis.call('EXPIRE', seq_key, c.ttl) end
-  end
+if KIND == 'u' then merge_user()
+elseif KIND == 's' then merge_session()
+elseif KIND == 'i' then merge_item()
+elseif KIND == 'c' then merge_category()
 end
+local pop_newest = KIND == 'p' and merge_popularity()
 
-local APPLY = {
-  u = apply_user, s = apply_session, i = apply_item, c = apply_category, p = apply_popularity,
-}
--- stage: defined
-local apply = APPLY[KIND]
-for _, e in ipairs(events) do apply(e) end
-if newest_entered then put(cache[KEY], 'lag_ms', int(math.max(0, SENT_MS - newest_entered))) end
 -- stage: folded
-for _, key in ipairs(order) do write(cache[key]) end
-return {applied, skipped}
+if pop_newest then
+  write_popularity(pop_newest)
+elseif WINDOWED then
+  write_buckets('m')
+  write_buckets('h')
+end
+local ttl = TTL[KIND]
+local fields = {}
+for f, value in pairs(set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
+redis.call('HSET', KEY, unpack(fields))
+if ttl then redis.call('EXPIRE', KEY, ttl) end
+if seq and #seq > 0 then
+  -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
+  -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
+  local seq_key = KEY .. ':seq'
+  local n = redis.call('LPUSH', seq_key, unpack(seq))
+  if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
+  if ttl then redis.call('EXPIRE', seq_key, ttl) end
+end
+return 0

@@ -22,7 +22,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from streams.feature_worker.batch import KeyTtls, PositionedEvent, entity_calls, script_header
+from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
+from streams.feature_worker.fold import EntityUpdate, entity_updates, fold
 from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
@@ -78,13 +79,15 @@ class ApplyOutcome:
 
 
 DEFAULT_CALL_EVENTS = 100
+MERGED, SKIPPED, REFUSED = 0, 1, 2
+"""apply.lua's replies: merged; every event already applied; some were (nothing written)."""
 
 
 class FeatureWriter:
     """Applies batches through the `streams` ACL user; idempotent per (partition, offset).
 
-    A batch becomes one script call per entity (events grouped in Python, order kept, see
-    batch.py), all sent in one pipeline: one round trip per batch, each call one hash slot and
+    A batch becomes one script call per entity (its events folded in Python, order kept, see
+    fold.py), all sent in one pipeline: one round trip per batch, each call one hash slot and
     at most `call_events` events, so no call holds Redis (and the scorer's reads) for long."""
 
     def __init__(
@@ -116,11 +119,32 @@ class FeatureWriter:
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        calls = entity_calls(self._keys, batch, self._call_events)
+        updates = entity_updates(self._keys, batch, self._call_events)
+        replies = await self._send(updates)
+        refused = [u for u, reply in zip(updates, replies, strict=True) if reply == REFUSED]
+        if refused:
+            # Some of these entities' events were applied before (a crash between batches cut
+            # differently): one update per event, in order, each applied or skipped whole.
+            logger.info("re-sending partly applied entities entities=%d", len(refused))
+            single = [fold(u.kind, u.key, [item]) for u in refused for item in u.events]
+            updates += single
+            replies += await self._send(single)
+        applied = skipped = 0
+        for update, reply in zip(updates, replies, strict=True):
+            if update.kind != "u" or reply == REFUSED:
+                continue
+            if reply == MERGED:
+                applied += len(update.events)
+            else:
+                skipped += len(update.events)
+        return ApplyOutcome(applied, skipped)
+
+    async def _send(self, updates: list[EntityUpdate]) -> list[int]:
+        """Every update's reply (MERGED, SKIPPED or REFUSED), in one pipeline."""
         sent_ms = str(round(self._clock() * 1000))
         commands: list[tuple[Arg, ...]] = [
-            ("EVALSHA", SCRIPT_SHA, 1, call.key, *self._header, call.kind, call.lines, sent_ms)
-            for call in calls
+            ("EVALSHA", SCRIPT_SHA, 1, u.key, *self._header, u.kind, sent_ms, *u.args)
+            for u in updates
         ]
         replies = await self._client.pipeline(commands)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
@@ -132,14 +156,10 @@ class FeatureWriter:
             again = await self._client.pipeline([commands[i] for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
-        applied = skipped = 0
-        for call, reply in zip(calls, replies, strict=True):
+        for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-            if call.kind == "u":
-                applied += int(reply[0])
-                skipped += int(reply[1])
-        return ApplyOutcome(applied, skipped)
+        return [int(reply) for reply in replies]
 
     async def close(self) -> None:
         await self._client.aclose()

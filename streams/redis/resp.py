@@ -16,14 +16,29 @@ Arg = bytes | str | int | float
 
 
 def pack(commands: Sequence[Sequence[Arg]]) -> bytes:
-    """RESP arrays of bulk strings, as redis-py would send them."""
+    """RESP arrays of bulk strings, as redis-py would send them. A command of ASCII text (the
+    worker's script calls: ids are printable ASCII) is formatted as text and encoded once,
+    which costs about half the per-argument byte formatting it falls back to otherwise."""
     out = []
     for args in commands:
+        text = f"*{len(args)}\r\n" + "".join(
+            [f"${len(a)}\r\n{a}\r\n" if type(a) is str else _text(a) for a in args]
+        )
+        if text.isascii():
+            out.append(text.encode())
+            continue
         out.append(b"*%d\r\n" % len(args))
         for arg in args:
             data = arg if isinstance(arg, bytes) else str(arg).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(out)
+
+
+def _text(arg: Arg) -> str:
+    """A non-str argument as RESP text; bytes that are not ASCII make the command's text
+    non-ASCII, so it is packed as bytes instead."""
+    data = arg.decode("latin-1") if isinstance(arg, bytes) else str(arg)
+    return f"${len(data)}\r\n{data}\r\n"
 
 
 def reply_error(message: str) -> exceptions.RedisError:

@@ -27,6 +27,7 @@ from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.feature_worker.writer import (
+    MERGED,
     SCRIPT_SHA,
     ApplyOutcome,
     FeatureWriter,
@@ -211,7 +212,7 @@ class _ScriptlessRedis:
 
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         return [
-            [1, 0] if command[1] in self.loaded else NoScriptError("NOSCRIPT No matching script.")
+            MERGED if command[1] in self.loaded else NoScriptError("NOSCRIPT No matching script.")
             for command in commands
         ]
 

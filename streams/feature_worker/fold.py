@@ -1,0 +1,245 @@
+"""Each entity's share of a batch, folded in Python into the one update apply.lua merges.
+
+Redis spends its time on Lua work per event, not on the commands (`streamrec bench script`), so
+the events are folded here, where a worker's CPU scales out, and Redis merges one summary per
+entity with what it stores: counter deltas, bucket counts, extreme times, the newest sequence
+entries. What depends on the stored state event by event (a session's gaps, an item's newest
+category) travels as the few values the merge loops over.
+
+Idempotence stays in Redis: an update names, per source partition, the first and last offset it
+folds and, for a later piece of the same entity in the same batch, the offset the piece before it
+ends at. Redis merges it only if none of it was applied, skips it if all was, and otherwise
+refuses it untouched: the writer then sends those events one update each (see writer.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from streams.feature_worker.batch import PositionedEvent, entered_ms_text, timestamp_text
+from streams.features.definitions import AFFINITY_WEIGHTS, SEQUENCE_LENGTH, TYPE_CODES
+from streams.features.keys import FeatureKeys, popularity_shard
+
+
+class EntityUpdate(NamedTuple):
+    """One script call: the folded events of one entity, in stream order (a named tuple: a
+    batch builds thousands)."""
+
+    kind: str
+    """u (user), s (session), i (item), c (category) or p (a popularity shard)."""
+    key: str
+    args: tuple[str, ...]
+    """The call's ARGV after the header (apply.lua)."""
+    events: tuple[PositionedEvent, ...]
+
+
+class _Row(NamedTuple):
+    """What the folds need of an event, computed once per batch (an event serves 4-5 entities)."""
+
+    item: PositionedEvent
+    partition: int
+    offset: int
+    ts: float
+    ts_s: str
+    code: str
+    category: str
+    minute: str
+    hour: str
+    span: tuple[str, str, str, str, str]
+    """The partition list of an update of this event alone (see apply.lua)."""
+
+
+def _row(item: PositionedEvent) -> _Row:
+    e = item.event
+    ctx = e.context
+    ts = e.timestamp
+    offset = str(item.offset)
+    return _Row(
+        item, item.partition, item.offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
+        ctx.category if ctx is not None and ctx.category else "",
+        str(math.floor(ts / 60)), str(math.floor(ts / 3600)),
+        ("1", str(item.partition), offset, offset, ""),
+    )
+
+
+def _single(kind: str, row: _Row) -> tuple[str, ...]:
+    """The update of one event: what `_common` + `_specific` give for it, built directly (most
+    users and sessions of interleaved traffic have one event per batch)."""
+    e = row.item.event
+    ts_s, code = row.ts_s, row.code
+    counter = ("1", _COUNTER[code], "1")
+    windows = ("1", row.minute, "1", "1", row.hour, "1")
+    if kind == "u":
+        counters = (
+            ("2", _COUNTER[code], "1", f"aff:{row.category}", str(AFFINITY_WEIGHTS[code]))
+            if row.category else counter
+        )
+        return (
+            *row.span, *counters, *windows, ts_s, "", ts_s, ts_s,
+            ts_s if code == "purchase" else "", entered_ms_text(row.item),
+            "1", f"{e.item_id} {ts_s} {code}",
+        )
+    if kind == "s":
+        return (*row.span, "1", "n", "1", e.user_id, "1", ts_s, "1", f"{e.item_id} {ts_s} {code}")
+    if kind == "i":
+        return (*row.span, *counter, *windows, ts_s, "1", ts_s, row.category)
+    if kind == "c":
+        return (*row.span, *counter, *windows, ts_s, ts_s)
+    return (*row.span, *counter, row.hour, "1", row.hour, e.item_id, "1")
+
+
+def _targets(keys: FeatureKeys, row: _Row) -> list[tuple[str, str]]:
+    e = row.item.event
+    targets = [
+        ("u", keys.user(e.user_id)),
+        ("s", keys.session(e.session_id)),
+        ("i", keys.item(e.item_id)),
+        ("p", keys.popularity(popularity_shard(e.item_id))),
+    ]
+    if row.category:
+        targets.append(("c", keys.category(row.category)))
+    return targets
+
+
+def _extreme(rows: Sequence[_Row], newest: bool) -> str:
+    """The time text of the first row (in stream order) with the greatest or least time."""
+    best = rows[0]
+    for row in rows:
+        if (row.ts > best.ts) if newest else (row.ts < best.ts):
+            best = row
+    return best.ts_s
+
+
+_COUNTER = {code: f"n_{code}" for code in TYPE_CODES.values()}
+"""The counter field of each event type."""
+
+
+def _pairs(counts: dict[str, int]) -> list[str]:
+    args = [str(len(counts))]
+    for name, n in counts.items():
+        args += (name, str(n))
+    return args
+
+
+def _sequence(rows: Sequence[_Row]) -> list[str]:
+    newest = [f"{r.item.event.item_id} {r.ts_s} {r.code}" for r in rows[-SEQUENCE_LENGTH:]]
+    return [str(len(newest)), *newest]
+
+
+def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[str]:
+    """Partitions (first, last, expected applied offset), counter deltas, window buckets."""
+    spans: dict[int, list[int]] = {}
+    for row in rows:
+        span = spans.get(row.partition)
+        if span is None:
+            spans[row.partition] = [row.offset, row.offset]
+        else:
+            span[1] = row.offset
+    args = [str(len(spans))]
+    for partition, (first, last) in spans.items():
+        before = expect.get(partition)
+        args += (str(partition), str(first), str(last), "" if before is None else str(before))
+    counters: dict[str, int] = (
+        {"n": len(rows)} if kind == "s" else Counter(_COUNTER[row.code] for row in rows)
+    )
+    if kind == "u":
+        for row in rows:
+            if row.category:
+                name = f"aff:{row.category}"
+                counters[name] = counters.get(name, 0) + AFFINITY_WEIGHTS[row.code]
+    args += _pairs(counters)
+    if kind in "uic":
+        args += _pairs(Counter(row.minute for row in rows))
+        args += _pairs(Counter(row.hour for row in rows))
+    return args
+
+
+def _specific(kind: str, rows: Sequence[_Row]) -> list[str]:
+    last = rows[-1]
+    if kind == "u":
+        purchases = [r for r in rows if r.code == "purchase"]
+        return [
+            last.ts_s,
+            _extreme(rows[:-1], newest=True) if len(rows) > 1 else "",
+            _extreme(rows, newest=True),
+            _extreme(rows, newest=False),
+            _extreme(purchases, newest=True) if purchases else "",
+            entered_ms_text(last.item),
+            *_sequence(rows),
+        ]
+    if kind == "s":
+        return [last.item.event.user_id, str(len(rows)), *(r.ts_s for r in rows), *_sequence(rows)]
+    if kind == "i":
+        args = [_extreme(rows, newest=False), str(len(rows))]
+        for row in rows:
+            args += (row.ts_s, row.category)
+        return args
+    if kind == "c":
+        return [_extreme(rows, newest=True), _extreme(rows, newest=False)]
+    hours: dict[tuple[str, str], int] = {}
+    for row in rows:
+        key = (row.hour, row.item.event.item_id)
+        hours[key] = hours.get(key, 0) + 1
+    args = [max((hour for hour, _ in hours), key=int), str(len(hours))]
+    for (hour, item_id), n in hours.items():
+        args += (hour, item_id, str(n))
+    return args
+
+
+def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> EntityUpdate:
+    args = _common(kind, rows, expect) + _specific(kind, rows)
+    return EntityUpdate(kind, key, tuple(args), tuple(r.item for r in rows))
+
+
+def fold(
+    kind: str, key: str, events: Sequence[PositionedEvent], expect: dict[int, int] | None = None
+) -> EntityUpdate:
+    """`events` (one entity's, in stream order) as one update; `expect`: per partition, the last
+    offset of this entity's previous piece of the same batch."""
+    return _fold(kind, key, [_row(item) for item in events], expect or {})
+
+
+def _increasing(rows: Sequence[_Row]) -> bool:
+    newest: dict[int, int] = {}
+    for row in rows:
+        if newest.get(row.partition, -1) >= row.offset:
+            return False
+        newest[row.partition] = row.offset
+    return True
+
+
+def entity_updates(
+    keys: FeatureKeys, batch: Sequence[PositionedEvent], max_events: int
+) -> list[EntityUpdate]:
+    """The batch grouped per entity, each entity's events kept in stream order and cut into
+    pieces of at most `max_events` (the bound on how long one call holds Redis).
+
+    Entities never read each other's state, so applying entity by entity is the same as
+    applying the events one at a time; only the order within an entity matters. An entity
+    whose offsets go back within the batch (a re-delivery spliced into it) gets one update per
+    event, which Redis applies or skips one by one."""
+    groups: dict[str, tuple[str, list[_Row]]] = {}
+    for item in batch:
+        row = _row(item)
+        for kind, key in _targets(keys, row):
+            group = groups.get(key)
+            if group is None:
+                groups[key] = (kind, [row])
+            else:
+                group[1].append(row)
+    updates: list[EntityUpdate] = []
+    for key, (kind, rows) in groups.items():
+        if len(rows) == 1:
+            updates.append(EntityUpdate(kind, key, _single(kind, rows[0]), (rows[0].item,)))
+        elif not _increasing(rows):
+            updates += [_fold(kind, key, [row], {}) for row in rows]
+        else:
+            expect: dict[int, int] = {}
+            for start in range(0, len(rows), max_events):
+                piece = rows[start : start + max_events]
+                updates.append(_fold(kind, key, piece, dict(expect)))
+                expect.update((row.partition, row.offset) for row in piece)
+    return updates
