@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from online_trainer.ranker_training import RANKER_MODEL_NAME
 from schemas import KpiReport, ModelUpdate
 
 
@@ -33,10 +34,14 @@ def major(version: str) -> int:
 
 
 def first_retrain(updates: Sequence[ModelUpdate], after: float | None) -> ModelUpdate | None:
-    """The first major version above 1 published after the drift (the drift retrain)."""
+    """The session model's first major version above 1 published after the drift (the drift
+    retrain); the ranker's versions are its own."""
     if after is None:
         return None
-    found = [u for u in updates if major(u.version) > 1 and u.published_at >= after]
+    found = [
+        u for u in updates
+        if u.model_name != RANKER_MODEL_NAME and major(u.version) > 1 and u.published_at >= after
+    ]
     return min(found, key=lambda u: u.published_at) if found else None
 
 

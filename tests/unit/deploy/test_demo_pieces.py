@@ -5,6 +5,7 @@ from __future__ import annotations
 from deploy.demo.phases import Marks, first_retrain, hit_rate_series, phases
 from deploy.demo.svg import line_chart
 from deploy.demo.traffic import ItemRemap
+from online_trainer.ranker_training import RANKER_MODEL_NAME
 from schemas import KpiReport, ModelUpdate
 
 
@@ -17,8 +18,8 @@ def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiRe
     )
 
 
-def _update(version: str, at: float) -> ModelUpdate:
-    return ModelUpdate(model_name="m", version=version, kind="full", sha256="0" * 64,
+def _update(version: str, at: float, model_name: str = "m") -> ModelUpdate:
+    return ModelUpdate(model_name=model_name, version=version, kind="full", sha256="0" * 64,
                        published_at=at)
 
 
@@ -40,10 +41,11 @@ def test_phases_split_by_drift_and_retrain() -> None:
     assert result["after_recovery"].hit_rate == 0.28
 
 
-def test_first_retrain_is_the_first_new_major_after_the_drift() -> None:
+def test_first_retrain_is_the_session_models_first_new_major_after_the_drift() -> None:
     base = 1_700_000_000.0
     published = (("1.0", 1), ("1.1", 5), ("2.0", 9), ("3.0", 12))
     updates = [_update(version, base + at) for version, at in published]
+    updates.append(_update("2.0", base + 7, model_name=RANKER_MODEL_NAME))
     found = first_retrain(updates, after=base + 2.0)
     assert found is not None and found.version == "2.0"
     assert first_retrain(updates, after=None) is None
