@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from streams.feature_worker.batch import PositionedEvent, entered_ms_text, timestamp_text
@@ -213,9 +213,11 @@ def _increasing(rows: Sequence[_Row]) -> bool:
 
 def entity_updates(
     keys: FeatureKeys, batch: Sequence[PositionedEvent], max_events: int
-) -> list[EntityUpdate]:
+) -> Iterator[EntityUpdate]:
     """The batch grouped per entity, each entity's events kept in stream order and cut into
-    pieces of at most `max_events` (the bound on how long one call holds Redis).
+    pieces of at most `max_events` (the bound on how long one call holds Redis). The grouping
+    happens at once; each update is folded as it is taken, so the writer can send the first
+    ones to Redis while the next are folded.
 
     Entities never read each other's state, so applying entity by entity is the same as
     applying the events one at a time; only the order within an entity matters. An entity
@@ -230,16 +232,18 @@ def entity_updates(
                 groups[key] = (kind, [row])
             else:
                 group[1].append(row)
-    updates: list[EntityUpdate] = []
+    return _folds(groups, max_events)
+
+
+def _folds(groups: dict[str, tuple[str, list[_Row]]], max_events: int) -> Iterator[EntityUpdate]:
     for key, (kind, rows) in groups.items():
         if len(rows) == 1:
-            updates.append(EntityUpdate(kind, key, _single(kind, rows[0]), (rows[0].item,)))
+            yield EntityUpdate(kind, key, _single(kind, rows[0]), (rows[0].item,))
         elif not _increasing(rows):
-            updates += [_fold(kind, key, [row], {}) for row in rows]
+            yield from (_fold(kind, key, [row], {}) for row in rows)
         else:
             expect: dict[int, int] = {}
             for start in range(0, len(rows), max_events):
                 piece = rows[start : start + max_events]
-                updates.append(_fold(kind, key, piece, dict(expect)))
+                yield _fold(kind, key, piece, dict(expect))
                 expect.update((row.partition, row.offset) for row in piece)
-    return updates

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -61,10 +62,11 @@ def is_transient_reply(error: ResponseError) -> bool:
 
 
 class ScriptPipeline(Protocol):
-    """What the writer needs from a Redis client: commands sent together, every reply back (an
-    error reply as its exception value) in order."""
+    """What the writer needs from a Redis client: commands sent together, given in slices the
+    client may write as they come, every reply back (an error reply as its exception value) in
+    order."""
 
-    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
+    async def pipeline(self, slices: Iterable[Sequence[Sequence[Arg]]]) -> list[Any]: ...
 
     async def execute(self, *command: Arg) -> Any: ...
 
@@ -79,6 +81,9 @@ class ApplyOutcome:
 
 
 DEFAULT_CALL_EVENTS = 100
+SLICE_CALLS = 128
+"""Calls folded and written at a time: small enough that Redis starts early, large enough that
+the writes stay few."""
 MERGED, SKIPPED, REFUSED = 0, 1, 2
 """apply.lua's replies: merged; every event already applied; some were (nothing written)."""
 
@@ -119,16 +124,17 @@ class FeatureWriter:
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        updates = entity_updates(self._keys, batch, self._call_events)
-        replies = await self._send(updates)
+        updates, replies = await self._send(entity_updates(self._keys, batch, self._call_events))
         refused = [u for u, reply in zip(updates, replies, strict=True) if reply == REFUSED]
         if refused:
             # Some of these entities' events were applied before (a crash between batches cut
             # differently): one update per event, in order, each applied or skipped whole.
             logger.info("re-sending partly applied entities entities=%d", len(refused))
-            single = [fold(u.kind, u.key, [item]) for u in refused for item in u.events]
+            single, again = await self._send(
+                fold(u.kind, u.key, [item]) for u in refused for item in u.events
+            )
             updates += single
-            replies += await self._send(single)
+            replies += again
         applied = skipped = 0
         for update, reply in zip(updates, replies, strict=True):
             if update.kind != "u" or reply == REFUSED:
@@ -139,27 +145,39 @@ class FeatureWriter:
                 skipped += len(update.events)
         return ApplyOutcome(applied, skipped)
 
-    async def _send(self, updates: list[EntityUpdate]) -> list[int]:
-        """Every update's reply (MERGED, SKIPPED or REFUSED), in one pipeline."""
+    async def _send(self, updates: Iterable[EntityUpdate]) -> tuple[list[EntityUpdate], list[int]]:
+        """The updates sent, in order, and each one's reply (MERGED, SKIPPED or REFUSED): one
+        pipeline, written in slices of `SLICE_CALLS` calls as they are folded, so Redis merges
+        the first slice while the worker folds the next."""
         sent_ms = str(round(self._clock() * 1000))
-        commands: list[tuple[Arg, ...]] = [
-            ("EVALSHA", SCRIPT_SHA, 1, u.key, *self._header, u.kind, sent_ms, *u.args)
-            for u in updates
-        ]
-        replies = await self._client.pipeline(commands)
+        sent: list[EntityUpdate] = []
+        commands: list[tuple[Arg, ...]] = []
+
+        def slices() -> Iterator[list[tuple[Arg, ...]]]:
+            pending = iter(updates)
+            while piece := list(itertools.islice(pending, SLICE_CALLS)):
+                sent.extend(piece)
+                part: list[tuple[Arg, ...]] = [
+                    ("EVALSHA", SCRIPT_SHA, 1, u.key, *self._header, u.kind, sent_ms, *u.args)
+                    for u in piece
+                ]
+                commands.extend(part)
+                yield part
+
+        replies = await self._client.pipeline(slices())
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             # A restarted or failed-over Redis has an empty script cache: load, send those again
             # (in their order, so an entity's calls still apply in stream order).
             logger.info("loading feature script sha=%s", SCRIPT_SHA)
             await self._client.execute("SCRIPT", "LOAD", SCRIPT)
-            again = await self._client.pipeline([commands[i] for i in missing])
+            again = await self._client.pipeline([[commands[i] for i in missing]])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return [int(reply) for reply in replies]
+        return sent, [int(reply) for reply in replies]
 
     async def close(self) -> None:
         await self._client.aclose()

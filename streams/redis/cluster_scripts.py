@@ -8,7 +8,8 @@ Per master the commands keep their order, so an entity's calls still apply in st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -20,8 +21,10 @@ class ClusterScripts:
     def __init__(self, client: aioredis.RedisCluster) -> None:
         self._client = client
 
-    async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """Every command's reply, an error reply as its exception (not raised)."""
+    async def pipeline(self, slices: Iterable[Sequence[Sequence[Arg]]]) -> list[Any]:
+        """Every command's reply, an error reply as its exception (not raised); the slices go
+        out together, in one pipeline per master."""
+        commands = list(itertools.chain.from_iterable(slices))
         if not commands:
             return []
         pipe = self._client.pipeline(transaction=False)

@@ -4,8 +4,9 @@ services are exercised by the integration tests; these pin down the decision log
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
@@ -210,10 +211,10 @@ class _ScriptlessRedis:
     def __init__(self) -> None:
         self.loaded: set[str] = set()
 
-    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    async def pipeline(self, slices: Iterable[Sequence[Sequence[Any]]]) -> list[Any]:
         return [
             MERGED if command[1] in self.loaded else NoScriptError("NOSCRIPT No matching script.")
-            for command in commands
+            for command in itertools.chain.from_iterable(slices)
         ]
 
     async def execute(self, *command: Any) -> Any:

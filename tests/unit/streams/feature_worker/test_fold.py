@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from schemas.events import EventContext, EventType, InteractionEvent
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.fold import EntityUpdate, entity_updates
@@ -23,7 +25,7 @@ def _event(
     return PositionedEvent(partition, offset, event)
 
 
-def _by_key(updates: list[EntityUpdate]) -> dict[str, list[EntityUpdate]]:
+def _by_key(updates: Iterable[EntityUpdate]) -> dict[str, list[EntityUpdate]]:
     found: dict[str, list[EntityUpdate]] = {}
     for update in updates:
         found.setdefault(update.key, []).append(update)
