@@ -46,6 +46,17 @@ def encoder(
     run(json_path, calls=calls)
 
 
+@app.command("ranker")
+def ranker(
+    json_path: Path = typer.Option(
+        Path("bench/results/ranker.json"), "--json", help="Output JSON."
+    ),
+    calls: int = typer.Option(200, min=20, help="Timed calls per path and figure."),
+) -> None:
+    """The logged DLRM ranker's training and scoring: CPU vs CUDA eager vs CUDA graphs."""
+    from bench.ranker import run
+
+    run(json_path, calls=calls)
 
 
 @app.command("script")

@@ -11,9 +11,11 @@ features. The loss is listwise: softmax cross-entropy against the grades normali
 list; lists without a positive grade carry no ranking signal and are skipped.
 
 `partial_fit` takes one micro-batch (the online trainer's unit); feature scales are running
-means and variances over every list seen. The gate (:func:`gate`) compares graded NDCG@10 on
-held-back recent lists with plain retrieval order; a ranker that does not beat it by
-`min_gain` is not promoted.
+means and variances over every list seen. On CUDA (models.accelerators) training steps run under
+bf16 autocast and scoring replays CUDA graphs, one per row-count bucket (a scorer's micro-batch
+of candidates is padded up to the next bucket); on CPU both are plain fp32 eager calls.
+The gate (:func:`gate`) compares graded NDCG@10 on held-back recent lists with plain retrieval
+order; a ranker that does not beat it by `min_gain` is not promoted.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from models.accelerators import BucketedGraphs, autocast_context, default_device
 from models.embeddings import padded_width
 from models.ranker import DLRMConfig, correction_dlrm
 
 FloatArray = npt.NDArray[np.float32]
 RETRIEVER_COLUMN = 0
 """The retriever's score: the serving feature set's first column."""
+SCORE_BUCKETS = tuple(2**k for k in range(6, 14))
+"""Row counts of the CUDA graphs that score (64 to 8,192 candidates); more rows run eagerly."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class _Model(nn.Module):
 
     def forward(self, standardised: torch.Tensor, retriever: torch.Tensor) -> torch.Tensor:
         """Scores ``[n]`` from ``standardised [n, f]`` features and raw retriever ``[n]``."""
-        slot = torch.zeros(standardised.shape[0], 1, self.width)
+        slot = standardised.new_zeros(standardised.shape[0], 1, self.width)
         slot[:, 0, : standardised.shape[1]] = standardised
         out: torch.Tensor = self.retriever_weight * retriever + self.dlrm(standardised, slot)
         return out
@@ -79,10 +84,16 @@ class LoggedRanker:
 
     name = "logged_dlrm"
 
-    def __init__(self, n_features: int, config: LoggedRankerConfig | None = None) -> None:
+    def __init__(
+        self, n_features: int, config: LoggedRankerConfig | None = None,
+        device: torch.device | None = None, score_buckets: Sequence[int] = SCORE_BUCKETS,
+    ) -> None:
+        """`score_buckets`: the row counts scored by CUDA-graph replay (empty: always eager)."""
         self.config = config or LoggedRankerConfig()
         self.n_features = n_features
-        self.model = _Model(n_features, self.config)
+        self.device = device or default_device()
+        self.model = _Model(n_features, self.config).to(self.device)
+        self._graphs = BucketedGraphs(self.model, pad_values=(0.0, 0.0), buckets=score_buckets)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
         )
@@ -103,8 +114,11 @@ class LoggedRanker:
         standardised, retriever, target, valid = self._padded(learnable)
         loss = torch.zeros(())
         for _ in range(self.config.steps_per_batch):
-            scores = self.model(standardised.reshape(-1, self.n_features), retriever.reshape(-1))
-            scores = scores.reshape(valid.shape).masked_fill(~valid, -torch.inf)
+            with autocast_context(self.device):
+                scores = self.model(
+                    standardised.reshape(-1, self.n_features), retriever.reshape(-1)
+                )
+            scores = scores.float().reshape(valid.shape).masked_fill(~valid, -torch.inf)
             log_p = torch.log_softmax(scores, dim=1).masked_fill(~valid, 0.0)
             loss = -(target * log_p).sum(dim=1).mean()
             self.optimizer.zero_grad(set_to_none=True)
@@ -128,19 +142,14 @@ class LoggedRanker:
             valid[row, : len(item.grades)] = True
         standardised = ((features - self._mean) / self._std()).astype(np.float32)
         return (
-            torch.from_numpy(standardised),
-            torch.from_numpy(features[:, :, RETRIEVER_COLUMN].copy()),
-            torch.from_numpy(grades / grades.sum(axis=1, keepdims=True)),
-            torch.from_numpy(valid),
+            self._on_device(standardised),
+            self._on_device(features[:, :, RETRIEVER_COLUMN].copy()),
+            self._on_device(grades / grades.sum(axis=1, keepdims=True)),
+            self._on_device(valid),
         )
 
-    def _forward(self, vectors: FloatArray) -> torch.Tensor:
-        standardised = (vectors - self._mean) / self._std()
-        scores: torch.Tensor = self.model(
-            torch.from_numpy(standardised.astype(np.float32)),
-            torch.from_numpy(vectors[:, RETRIEVER_COLUMN].astype(np.float32)),
-        )
-        return scores
+    def _on_device(self, array: npt.NDArray[np.generic]) -> torch.Tensor:
+        return torch.from_numpy(array).to(self.device, non_blocking=True)
 
     def _observe(self, vectors: FloatArray) -> None:
         """Welford's running mean and variance, batch form (Chan et al.)."""
@@ -163,13 +172,20 @@ class LoggedRanker:
     def score(self, vectors: FloatArray) -> FloatArray:
         """``[n]`` scores of ``vectors [n, n_features]``."""
         self.model.eval()
+        standardised = ((vectors - self._mean) / self._std()).astype(np.float32)
         with torch.no_grad():
-            scores: FloatArray = self._forward(vectors).numpy().astype(np.float32)
+            out = self._graphs(
+                self._on_device(standardised),
+                self._on_device(vectors[:, RETRIEVER_COLUMN].astype(np.float32)),
+            )
+            scores: FloatArray = out.float().cpu().numpy()
         return scores
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Weights and feature scales: what a stored ranker version holds (models.store)."""
-        state = {f"model.{k}": v.detach().clone() for k, v in self.model.state_dict().items()}
+        state = {
+            f"model.{k}": v.detach().cpu().clone() for k, v in self.model.state_dict().items()
+        }
         state["scale.mean"] = torch.from_numpy(self._mean.copy())
         state["scale.m2"] = torch.from_numpy(self._m2.copy())
         state["scale.seen_rows"] = torch.tensor([self.seen_rows], dtype=torch.int64)
@@ -180,14 +196,15 @@ class LoggedRanker:
 
     @classmethod
     def from_tensors(
-        cls, tensors: dict[str, torch.Tensor], config: dict[str, object]
+        cls, tensors: dict[str, torch.Tensor], config: dict[str, object],
+        device: torch.device | None = None,
     ) -> LoggedRanker:
-        """The ranker :meth:`tensors` and :meth:`manifest_config` describe."""
+        """The ranker :meth:`tensors` and :meth:`manifest_config` describe, on `device`."""
         settings = config.get("ranker")
         n_features = config.get("n_features")
         if not isinstance(settings, dict) or not isinstance(n_features, int):
             raise ValueError("not a logged ranker's manifest config")
-        ranker = cls(n_features, LoggedRankerConfig(**settings))
+        ranker = cls(n_features, LoggedRankerConfig(**settings), device)
         ranker.model.load_state_dict(
             {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
         )

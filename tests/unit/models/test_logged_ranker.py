@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
 from models.logged_ranker import GradedList, LoggedRanker, gate, graded_ndcg_at_10
 
@@ -69,3 +71,32 @@ def test_graded_ndcg_rewards_the_stronger_act_first() -> None:
     best = graded_ndcg_at_10([item], [np.array([0.0, 1.0, -1.0], np.float32)])
     worse = graded_ndcg_at_10([item], [np.array([1.0, 0.0, -1.0], np.float32)])
     assert best == 1.0 and worse < best
+
+
+def test_on_cpu_it_scores_eagerly_without_graphs() -> None:
+    ranker = LoggedRanker(N_FEATURES, device=torch.device("cpu"))
+    ranker.score(_lists(1, seed=8)[0].vectors)
+    assert ranker.device.type == "cpu" and ranker._graphs.replays == 0
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@needs_cuda
+def test_on_cuda_bf16_training_learns_the_signal_and_graphs_score_like_eager() -> None:
+    ranker = LoggedRanker(N_FEATURES, device=torch.device("cuda"))
+    lists = _lists(300, seed=2)
+    for _ in range(8):
+        for lo in range(0, len(lists), 64):
+            ranker.partial_fit(lists[lo : lo + 64])
+    held_back = _lists(100, seed=3)
+    decision = gate(ranker, held_back)
+    assert decision.promote and decision.ranker_ndcg > decision.retrieval_ndcg + 0.2, decision
+    assert ranker._graphs.replays == len(held_back)  # each list of 10 padded to 64 rows
+    vectors = np.concatenate([item.vectors for item in held_back])  # 1,000 rows: the 1,024 graph
+    graphed = ranker.score(vectors)
+    assert ranker._graphs.replays == len(held_back) + 1
+    on_cpu = LoggedRanker.from_tensors(
+        ranker.tensors(), ranker.manifest_config(), torch.device("cpu")
+    )
+    np.testing.assert_allclose(graphed, on_cpu.score(vectors), rtol=1e-4, atol=1e-4)
