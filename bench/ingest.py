@@ -393,7 +393,8 @@ def run(
             (f"freshness p50 ms @{low_rate:.0f}/s", f"{low_p50:.1f}"),
             (f"freshness p99 ms @{low_rate:.0f}/s", f"{low_p99:.1f}"),
             *(
-                [(f"events/s ({cluster_workers} workers, 3-master cluster)",
+                [(f"events/s ({cluster_workers} worker{'s' * (cluster_workers > 1)}, "
+                  "3-master cluster)",
                   f"{on_cluster['events_per_s']:,.0f}")]
                 if on_cluster else []
             ),
