@@ -42,38 +42,69 @@ class CandidateVectors:
 
 def candidate_vectors(
     bundle: ModelBundle,
-    query: FloatArray,
-    history: History,
-    candidates: Sequence[tuple[str, float]],
+    queries: FloatArray,
+    histories: Sequence[History],
+    candidates: Sequence[Sequence[tuple[str, float]]],
     now: float,
-) -> CandidateVectors | None:
-    """The serving feature vectors of `candidates` (id, ANN score) for one request whose
-    version encoded `history` into `query`; None when there is no candidate to describe."""
-    known = [(i, s) for i, s in candidates if i in bundle.item_index]
-    if not known:
-        return None
-    indices = np.array([bundle.item_index[i] for i, _ in known], dtype=np.int64)
-    recent = np.array([i for i, _ in history[-RECENT_ITEMS:]], dtype=np.int64)
-    vectors = unit_rows(bundle.recommender.item_vectors(np.concatenate([indices, recent])))
-    recent_vectors = np.zeros((1, RECENT_ITEMS, vectors.shape[1]), dtype=np.float32)
-    present = np.zeros((1, RECENT_ITEMS), dtype=np.bool_)
-    if len(recent):
-        recent_vectors[0, RECENT_ITEMS - len(recent):] = vectors[len(indices):]
-        present[0, RECENT_ITEMS - len(recent):] = True
-    # A MIPS query carries a constant column past the item space (models.retrieval): the
-    # similarity compares within the item space.
-    query_vector = query[None, : vectors.shape[1]]
-    scores = np.array([[s for _, s in known]], dtype=np.float32)
-    last = np.array([history[-1][1] if history else now], dtype=np.float64)
+) -> list[CandidateVectors | None]:
+    """Per request, the serving feature vectors of its `candidates` (id, ANN score), whose
+    version encoded its history into its row of `queries`; None for a request with no
+    candidate to describe. Requests with the same number of candidates (most of a group's) are
+    computed in one vectorised pass: per request, the small array calls cost more than their
+    arithmetic."""
+    known = [[(i, s) for i, s in row if i in bundle.item_index] for row in candidates]
+    by_count: dict[int, list[int]] = {}
+    for row, kept in enumerate(known):
+        if kept:
+            by_count.setdefault(len(kept), []).append(row)
+    out: list[CandidateVectors | None] = [None] * len(known)
+    for rows in by_count.values():
+        matrices = _matrices(
+            bundle, queries[rows], [histories[r] for r in rows], [known[r] for r in rows], now
+        )
+        for row, matrix in zip(rows, matrices, strict=True):
+            out[row] = CandidateVectors(
+                [i for i, _ in known[row]], [s for _, s in known[row]], matrix, now
+            )
+    return out
+
+
+def _matrices(
+    bundle: ModelBundle,
+    queries: FloatArray,
+    histories: Sequence[History],
+    known: Sequence[Sequence[tuple[str, float]]],
+    now: float,
+) -> FloatArray:
+    """``[q, k, len(SERVING_FEATURE_NAMES)]`` for q requests of k known candidates each."""
+    q, k = len(known), len(known[0])
+    indices = np.array([[bundle.item_index[i] for i, _ in kept] for kept in known], np.int64)
+    recent = np.zeros((q, RECENT_ITEMS), dtype=np.int64)
+    present = np.zeros((q, RECENT_ITEMS), dtype=np.bool_)
+    for row, history in enumerate(histories):
+        tail = [i for i, _ in history[-RECENT_ITEMS:]]
+        recent[row, RECENT_ITEMS - len(tail):] = tail
+        present[row, RECENT_ITEMS - len(tail):] = True
+    vectors = unit_rows(bundle.recommender.item_vectors(
+        np.concatenate([indices.ravel(), recent.ravel()])
+    ))
+    dim = vectors.shape[1]
+    # Padding slots compare as zero vectors, whatever the model's padding row holds.
+    recent_vectors = np.where(
+        present[:, :, None], vectors[q * k :].reshape(q, RECENT_ITEMS, dim), 0.0
+    ).astype(np.float32)
+    scores = np.array([[s for _, s in kept] for kept in known], dtype=np.float32)
+    last = np.array([h[-1][1] if h else now for h in histories], dtype=np.float64)
     parts = [
         retriever_features(scores),
-        similarity_features(vectors[None, : len(indices)], recent_vectors, present,
-                            unit_rows(query_vector)),
-        user_features(np.array([len(history)], dtype=np.float64), last,
-                      np.array([now], dtype=np.float64), len(indices)),
+        # A MIPS query carries a constant column past the item space (models.retrieval): the
+        # similarity compares within the item space.
+        similarity_features(vectors[: q * k].reshape(q, k, dim), recent_vectors, present,
+                            unit_rows(queries[:, :dim])),
+        user_features(np.array([len(h) for h in histories], dtype=np.float64), last,
+                      np.full(q, now, dtype=np.float64), k),
     ]
-    matrix = np.concatenate(parts, axis=2)[0].astype(np.float32)
-    return CandidateVectors([i for i, _ in known], [s for _, s in known], matrix, now)
+    return np.concatenate(parts, axis=2).astype(np.float32)
 
 
 def served_features(

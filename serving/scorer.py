@@ -235,12 +235,11 @@ class Scorer:
                 strict=True,
             )
             filtered.append(filters[position].apply(candidates, categories, limit=depth))
-        logged = [
-            candidate_vectors(bundle, found.queries[row], group.histories[row],
-                              kept[: self.logged_candidates], now)
-            if self.logged_candidates else None
-            for row, kept in enumerate(filtered)
-        ]
+        logged = (
+            candidate_vectors(bundle, found.queries, group.histories,
+                              [kept[: self.logged_candidates] for kept in filtered], now)
+            if self.logged_candidates else [None] * len(filtered)
+        )
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
             dense = dense_features(contexts, now)

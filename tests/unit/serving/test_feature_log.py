@@ -16,7 +16,7 @@ from models.point_in_time import (
 from models.sequences import Queries
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
-from serving.feature_log import PublishedRanker
+from serving.feature_log import PublishedRanker, candidate_vectors
 from serving.features import Interaction, UserContext
 from serving.ordering import BusinessRules
 from serving.registry import Routing
@@ -145,3 +145,27 @@ def test_a_published_ranker_orders_the_answer_and_the_response_says_so() -> None
     assert [i.item_id for i in after.response.items] == logged[::-1][:4]
     assert before.features is not None
     assert [i.item_id for i in before.response.items] == before.features.candidates[:4]
+
+
+def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() -> None:
+    bundle = deployment("1.0").bundle
+    ids = list(bundle.item_index)[:6]
+    histories = [HISTORIES["short"], HISTORIES["long"], [], HISTORIES["long"]]
+    candidates = [
+        [(ids[j], 1.0 - j / 10) for j in range(5)],
+        [(ids[j], 0.5 - j / 10) for j in range(3)] + [("not-in-the-model", 0.1)],
+        [(ids[j], 0.9 - j / 10) for j in range(5)],
+        [("not-in-the-model", 0.3)],
+    ]
+    queries = bundle.recommender.item_vectors(np.arange(1, 5))  # any query vectors will do
+    together = candidate_vectors(bundle, queries, histories, candidates, float(NOW))
+    assert together[3] is None
+    for row in range(3):
+        alone = candidate_vectors(
+            bundle, queries[[row]], [histories[row]], [candidates[row]], float(NOW)
+        )[0]
+        mine = together[row]
+        assert alone is not None and mine is not None
+        assert mine.item_ids == alone.item_ids == [i for i, _ in candidates[row]
+                                                   if i != "not-in-the-model"]
+        np.testing.assert_allclose(mine.vectors, alone.vectors, rtol=1e-6, atol=1e-6)
