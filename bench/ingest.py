@@ -23,9 +23,10 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
@@ -326,20 +327,48 @@ def _delete_keys(settings: StreamSettings) -> None:
 
 def run(
     json_path: Path, events: int, rate: float, seconds: float, batch: int,
-    low_rate: float = 1000.0, cluster_workers: int = 0,
+    low_rate: float = 1000.0, cluster_workers: Sequence[int] = (), cluster_only: bool = False,
 ) -> None:
+    """The single-Redis figures (unless `cluster_only`), then the aggregate rate of each
+    number of workers in `cluster_workers` on the local Redis Cluster."""
     settings = StreamSettings()
     log = Path(".streamrec/logs/bench-ingest-worker.log")
     log.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
+    rows: list[tuple[str, str]] = []
+    if not cluster_only:
+        result, rows = _single_redis(settings, events, rate, seconds, batch, low_rate, log)
+    scaling = [_cluster_throughput(settings, events, batch, n, log) for n in cluster_workers]
+    if scaling:
+        result["redis_cluster"] = scaling
+        rows += [
+            (f"events/s ({c['workers']} worker{'s' * (c['workers'] > 1)}, 3-master cluster)",
+             f"{c['events_per_s']:,.0f}")
+            for c in scaling
+        ]
+    result.update({
+        "events": events,
+        "batch_max_events": batch,
+        # The worker inherits this process's environment, so it runs with these settings too.
+        "call_events": settings.call_events,
+        "partitions": INTERACTIONS.partitions,
+        "compression": "none",
+        "worker": "confluent-kafka batches, one pipelined round trip per batch",
+    })
+    write_result(json_path, result)
+    print_table("bench ingest", rows)
+
+
+def _single_redis(
+    settings: StreamSettings, events: int, rate: float, seconds: float, batch: int,
+    low_rate: float, log: Path,
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """One worker on the single Redis: backlog, interleaved backlog, freshness at two rates."""
     try:
         drain, raw_per_s = _throughput(settings, events, batch, log)
         mixed, _ = _throughput(settings, events, batch, log, mixed=True)
         p50, p99, offered = _freshness(settings, rate, seconds, batch, log)
         low_p50, low_p99, _ = _freshness(settings, low_rate, seconds, batch, log)
-        on_cluster = (
-            _cluster_throughput(settings, events, batch, cluster_workers, log)
-            if cluster_workers else None
-        )
     finally:
         _delete_keys(settings)
     result = {
@@ -361,42 +390,25 @@ def run(
             "worker_cpu_us_per_event": round(mixed.worker_cpu_us_per_event, 1),
             "redis_cpu_us_per_event": round(mixed.redis_cpu_us_per_event, 1),
         },
-        **({"redis_cluster": on_cluster} if on_cluster else {}),
         "cpu_us_per_event": {
             "worker": round(drain.worker_cpu_us_per_event, 1),
             "redis_shared_server": round(drain.redis_cpu_us_per_event, 1),
         },
-        "events": events,
         "freshness_events": offered,
-        "batch_max_events": batch,
-        # The worker inherits this process's environment, so it runs with these settings too.
-        "call_events": settings.call_events,
-        "partitions": INTERACTIONS.partitions,
-        "compression": "none",
-        "worker": "1 worker process: confluent-kafka batches, one pipelined round trip per batch",
     }
-    write_result(json_path, result)
-    print_table(
-        "bench ingest",
-        [
-            ("events/s (1 worker, backlog)", f"{drain.events_per_s:,.0f}"),
-            ("worker CPU us/event", f"{drain.worker_cpu_us_per_event:.0f}"),
-            ("redis CPU us/event (shared server)", f"{drain.redis_cpu_us_per_event:.0f}"),
-            ("redis script us/event (commandstats)", f"{drain.redis_us_per_event:.1f}"),
-            ("interleaved events/s", f"{mixed.events_per_s:,.0f}"),
-            ("interleaved redis script us/event", f"{mixed.redis_us_per_event:.1f}"),
-            ("redis us per script call (generated / interleaved)",
-             f"{drain.redis_us_per_call:.0f} / {mixed.redis_us_per_call:.0f}"),
-            ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
-            (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
-            (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),
-            (f"freshness p50 ms @{low_rate:.0f}/s", f"{low_p50:.1f}"),
-            (f"freshness p99 ms @{low_rate:.0f}/s", f"{low_p99:.1f}"),
-            *(
-                [(f"events/s ({cluster_workers} worker{'s' * (cluster_workers > 1)}, "
-                  "3-master cluster)",
-                  f"{on_cluster['events_per_s']:,.0f}")]
-                if on_cluster else []
-            ),
-        ],
-    )
+    rows = [
+        ("events/s (1 worker, backlog)", f"{drain.events_per_s:,.0f}"),
+        ("worker CPU us/event", f"{drain.worker_cpu_us_per_event:.0f}"),
+        ("redis CPU us/event (shared server)", f"{drain.redis_cpu_us_per_event:.0f}"),
+        ("redis script us/event (commandstats)", f"{drain.redis_us_per_event:.1f}"),
+        ("interleaved events/s", f"{mixed.events_per_s:,.0f}"),
+        ("interleaved redis script us/event", f"{mixed.redis_us_per_event:.1f}"),
+        ("redis us per script call (generated / interleaved)",
+         f"{drain.redis_us_per_call:.0f} / {mixed.redis_us_per_call:.0f}"),
+        ("raw confluent consume/s", f"{raw_per_s:,.0f}"),
+        (f"freshness p50 ms @{rate:.0f}/s", f"{p50:.1f}"),
+        (f"freshness p99 ms @{rate:.0f}/s", f"{p99:.1f}"),
+        (f"freshness p50 ms @{low_rate:.0f}/s", f"{low_p50:.1f}"),
+        (f"freshness p99 ms @{low_rate:.0f}/s", f"{low_p99:.1f}"),
+    ]
+    return result, rows

@@ -88,18 +88,27 @@ def bench_ingest(
     low_rate: float = typer.Option(
         1_000.0, min=1.0, help="Offered events/s, second freshness run."
     ),
-    redis_cluster: int = typer.Option(
-        0, "--redis-cluster", min=0, help="Also drain the backlog with this many workers into "
-        "the local 3-master Redis Cluster (running: STREAMREC_LOCAL__REDIS_CLUSTER=3 streamrec "
-        "up); 0 skips it.",
+    redis_cluster: str = typer.Option(
+        "", "--redis-cluster", help="Also drain the backlog into the local 3-master Redis "
+        "Cluster (running: STREAMREC_LOCAL__REDIS_CLUSTER=3 streamrec up) with each of these "
+        "numbers of workers, comma-separated (e.g. 1,2,4); empty skips it.",
+    ),
+    cluster_only: bool = typer.Option(
+        False, "--cluster-only", help="Only the Redis Cluster runs, not the single Redis's.",
     ),
 ) -> None:
     """Sustained events/s of one feature worker, event->feature freshness, raw consume rate."""
     from bench.ingest import run
 
+    try:
+        workers = [int(n) for n in redis_cluster.split(",") if n.strip()]
+    except ValueError as error:
+        raise typer.BadParameter(f"--redis-cluster: {error}") from error
+    if any(n < 1 for n in workers) or (cluster_only and not workers):
+        raise typer.BadParameter("--redis-cluster takes worker counts of at least 1")
     run(
         json_path, events=events, rate=rate, seconds=seconds, batch=batch, low_rate=low_rate,
-        cluster_workers=redis_cluster,
+        cluster_workers=workers, cluster_only=cluster_only,
     )
 
 
