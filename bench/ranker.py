@@ -17,7 +17,9 @@ runs a trained model, never random weights.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,8 +95,7 @@ def _paths() -> dict[str, LoggedRanker]:
     return paths
 
 
-def _ms(calls: int, fn: object) -> dict[str, float]:
-    assert callable(fn)
+def _ms(calls: int, fn: Callable[[], object]) -> dict[str, float]:
     for _ in range(5):
         fn()
     times = []
@@ -110,7 +111,7 @@ def _timed(ranker: LoggedRanker, calls: int) -> dict[str, dict[str, float]]:
     out = {"train_micro_batch_ms": _ms(calls, lambda: ranker.partial_fit(lists))}
     for rows in SCORE_ROWS:
         vectors = np.concatenate([item.vectors for item in graded_lists(rows // SHOWN, 1)])
-        out[f"score_{rows}_ms"] = _ms(calls, lambda v=vectors: ranker.score(v))
+        out[f"score_{rows}_ms"] = _ms(calls, functools.partial(ranker.score, vectors))
     return out
 
 
