@@ -181,6 +181,16 @@ class LoggedRanker:
             scores: FloatArray = out.float().cpu().numpy()
         return scores
 
+    def capture(self) -> None:
+        """On CUDA, captures every scoring graph now, so a newly served version's first
+        requests pay no capture; nothing on CPU."""
+        if self.device.type != "cuda":
+            return
+        self.model.eval()
+        row = self._on_device(np.zeros((1, self.n_features), dtype=np.float32))
+        with torch.no_grad():
+            self._graphs.capture(row, row[:, RETRIEVER_COLUMN].contiguous())
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """Weights and feature scales: what a stored ranker version holds (models.store)."""
         state = {

@@ -32,7 +32,9 @@ def load_ranker(store: ModelStore, update: ModelUpdate) -> PublishedRanker:
     if feature_set != SERVING_FEATURE_SET:
         raise ValueError(f"ranker reads feature set {feature_set}, the scorer computes "
                          f"{SERVING_FEATURE_SET}")
-    return PublishedRanker(update.version, LoggedRanker.from_tensors(tensors, manifest.config))
+    ranker = LoggedRanker.from_tensors(tensors, manifest.config)
+    ranker.capture()
+    return PublishedRanker(update.version, ranker)
 
 
 class RankerSlot:

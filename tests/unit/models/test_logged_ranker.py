@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from models.logged_ranker import GradedList, LoggedRanker, gate, graded_ndcg_at_10
+from models.logged_ranker import (
+    SCORE_BUCKETS,
+    GradedList,
+    LoggedRanker,
+    gate,
+    graded_ndcg_at_10,
+)
 
 N_FEATURES = 4
 
@@ -75,6 +81,7 @@ def test_graded_ndcg_rewards_the_stronger_act_first() -> None:
 
 def test_on_cpu_it_scores_eagerly_without_graphs() -> None:
     ranker = LoggedRanker(N_FEATURES, device=torch.device("cpu"))
+    ranker.capture()
     ranker.score(_lists(1, seed=8)[0].vectors)
     assert ranker.device.type == "cpu" and ranker._graphs.replays == 0
 
@@ -100,3 +107,20 @@ def test_on_cuda_bf16_training_learns_the_signal_and_graphs_score_like_eager() -
         ranker.tensors(), ranker.manifest_config(), torch.device("cpu")
     )
     np.testing.assert_allclose(graphed, on_cpu.score(vectors), rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+def test_on_cuda_a_loaded_ranker_captures_every_bucket_before_its_first_request() -> None:
+    trained = LoggedRanker(N_FEATURES, device=torch.device("cuda"))
+    trained.partial_fit(_lists(64, seed=9))
+    served = LoggedRanker.from_tensors(
+        trained.tensors(), trained.manifest_config(), torch.device("cuda")
+    )
+    served.capture()
+    assert served._graphs.replays == len(SCORE_BUCKETS)
+    vectors = _lists(30, seed=10)
+    scores = served.score(np.concatenate([item.vectors for item in vectors]))  # 300 rows
+    np.testing.assert_allclose(
+        scores, trained.score(np.concatenate([item.vectors for item in vectors])), rtol=1e-5,
+        atol=1e-5,
+    )
