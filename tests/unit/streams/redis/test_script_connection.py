@@ -18,9 +18,13 @@ from streams.redis.script_connection import ScriptConnection
 Answer = Callable[[list[bytes]], bytes | None]
 
 
+RESET = object()
+"""An answer that drops the connection (a TCP reset) instead of replying."""
+
+
 class _Server:
     """Answers each command with `answer(command)`: bytes now, a (delay_s, bytes) pair later,
-    or None never. Counts the connections it accepted."""
+    None never, or RESET by dropping the connection. Counts the connections it accepted."""
 
     def __init__(self, answer: Callable[[list[bytes]], object]) -> None:
         self.answer = answer
@@ -39,6 +43,9 @@ class _Server:
             while (command := parser.gets()) is not False:
                 self.commands.append(command)
                 reply = self.answer(command)
+                if reply is RESET:
+                    writer.transport.abort()
+                    return
                 if isinstance(reply, tuple):
                     asyncio.get_running_loop().call_later(reply[0], writer.write, reply[1])
                 elif reply is not None:
@@ -104,10 +111,6 @@ def _evalsha_answers(first: Callable[[], object], later: bytes) -> Callable[[lis
     return answer
 
 
-def _reset() -> object:
-    raise ConnectionResetError  # the stand-in's handler dies: the socket closes
-
-
 def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> None:
     # The first call's reply comes after its timeout, on the first connection; a client that
     # kept that connection would hand it to the second call.
@@ -129,7 +132,7 @@ def test_a_missing_reply_times_out_and_the_next_call_uses_a_new_connection() -> 
 
 
 def test_a_connection_lost_mid_call_fails_that_call_and_the_next_reconnects() -> None:
-    stand_in = _Server(_evalsha_answers(_reset, b":2\r\n"))
+    stand_in = _Server(_evalsha_answers(lambda: RESET, b":2\r\n"))
 
     async def run() -> object:
         server, port = await stand_in.start()
