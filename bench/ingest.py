@@ -351,6 +351,7 @@ def run(
         "batch_max_events": batch,
         # The worker inherits this process's environment, so it runs with these settings too.
         "call_events": settings.call_events,
+        "call_entities": settings.call_entities,
         "partitions": INTERACTIONS.partitions,
         "compression": "none",
         "worker": "confluent-kafka batches, one pipelined round trip per batch",

@@ -1,10 +1,12 @@
 """`streamrec bench script`: where Redis's time goes inside the feature script (apply.lua).
 
-The same batches the worker would send (2,000 events, one call per entity) for generated and for
-interleaved traffic, each run against state the first half of the stream left behind:
+The same batches and calls the worker would send (2,000 events, entities packed into calls of
+at most `call_entities` updates and `call_events` events) for generated and for interleaved
+traffic, each run against state the first half of the stream left behind:
 - `called`: the call itself (Redis builds KEYS and ARGV, runs nothing of the script);
-- `parsed`: + reading the event lines into Lua tables;
-- `defined`: + the fields to load and the helpers' definitions (run on every call);
+- `parsed`: + unpacking the call's updates and the helpers' definitions (once per call), and
+  reading each update into Lua tables;
+- `defined`: + the fields to load;
 - `folded`: + one HMGET per entity and the fold in Lua memory;
 - `written`: the whole script (+ the writes);
 each a variant of the script that returns at its `-- stage:` marker (the variants write nothing,
@@ -29,7 +31,13 @@ from schemas.topics import INTERACTIONS
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
 from streams.feature_worker.fold import entity_updates
 from streams.feature_worker.settings import StreamSettings
-from streams.feature_worker.writer import DEFAULT_CALL_EVENTS, SCRIPT
+from streams.feature_worker.writer import (
+    DEFAULT_CALL_ENTITIES,
+    DEFAULT_CALL_EVENTS,
+    SCRIPT,
+    pack_calls,
+    script_call,
+)
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection, SyncClient
 
@@ -74,15 +82,16 @@ def _script_usec(admin: SyncClient) -> tuple[float, float]:
 
 
 def apply_batches(
-    admin: SyncClient, sha: str, keys: FeatureKeys, stream: list[PositionedEvent]
+    admin: SyncClient, sha: str, keys: FeatureKeys, stream: list[PositionedEvent],
+    call_events: int = DEFAULT_CALL_EVENTS,
 ) -> None:
-    """The stream in the worker's batches and calls, through the script `sha`."""
-    header = script_header(KeyTtls())
-    sent_ms = str(round(time.time() * 1000))
+    """The stream in the worker's batches and calls (one Redis), through the script `sha`."""
+    header = (*script_header(KeyTtls()), str(round(time.time() * 1000)))
     for start in range(0, len(stream), BATCH):
         pipe = admin.pipeline(transaction=False)
-        for u in entity_updates(keys, stream[start : start + BATCH], DEFAULT_CALL_EVENTS):
-            pipe.evalsha(sha, 1, u.key, *header, u.kind, sent_ms, *u.args)
+        updates = list(entity_updates(keys, stream[start : start + BATCH], call_events))
+        for call in pack_calls(updates, lambda _key: 0, call_events):
+            pipe.execute_command(*script_call(sha, header, call))
         pipe.execute()
 
 
@@ -140,6 +149,7 @@ def run(json_path: Path, events: int) -> None:
         "events": events,
         "batch_max_events": BATCH,
         "call_events": DEFAULT_CALL_EVENTS,
+        "call_entities": DEFAULT_CALL_ENTITIES,
     })
     columns = (*STAGES, "commands")
     rows = [

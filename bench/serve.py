@@ -8,7 +8,9 @@ Set-up, all on the local broker and Redis, isolated by a fresh topic and key pre
 - one scorer child process (`streamrec serve`, configured by STREAMREC_* variables).
 This process only offers requests open-loop at each rate (streams.pacing.Pacer: no coordinated
 omission) and timestamps each response as it is consumed: latency = produce -> consume, in one
-clock. The first `warmup_s` of each rate are discarded.
+clock. The first `warmup_s` of each rate are discarded. Per rate it also records the cores each
+process used (`cpu_cores`: scorer, feature worker, event generator, this process, and the
+broker and Redis where streamrec started them), which says what a latency figure is short of.
 """
 
 from __future__ import annotations
@@ -173,10 +175,24 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_now(processes: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each process still running."""
+    now = {}
+    for name, pid in processes.items():
+        with contextlib.suppress(OSError):
+            now[name] = _cpu_seconds(pid)
+    return now
+
+
 def _measure(
-    kafka: KafkaConnection, tracker: Tracker, rate: float, seconds: float, scorer_pid: int
+    kafka: KafkaConnection,
+    tracker: Tracker,
+    rate: float,
+    seconds: float,
+    processes: dict[str, int],
 ) -> dict[str, Any]:
-    cpu_before = _cpu_seconds(scorer_pid)
+    """Latency at `rate`, and the cores each process of `processes` (scorer included) used."""
+    cpu_before, wall_before = _cpu_now(processes), time.perf_counter()
     ids = _offer(kafka, tracker, rate, WARMUP_S + seconds)
     measured = ids[int(rate * WARMUP_S) :]
     deadline = time.monotonic() + 10
@@ -186,7 +202,9 @@ def _measure(
         pairs = [(tracker.sent[i], tracker.received[i]) for i in measured if i in tracker.received]
     latencies = [(r - s) * 1000 for s, r in pairs]
     answered = sum(1 for i in ids if i in tracker.received)
-    cpu_ms = (_cpu_seconds(scorer_pid) - cpu_before) * 1000 / max(answered, 1)
+    cpu_after, wall = _cpu_now(processes), time.perf_counter() - wall_before
+    used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
+    cpu_ms = used.get("scorer", 0.0) * 1000 / max(answered, 1)
     span = max(r for _, r in pairs) - min(s for s, _ in pairs) if pairs else 0.0
     return {
         "p50_ms": round(percentile(latencies, 50), 2) if latencies else None,
@@ -196,6 +214,7 @@ def _measure(
         "responses": len(pairs),
         "max_ms": round(max(latencies), 2) if latencies else None,
         "scorer_cpu_ms_per_request": round(cpu_ms, 3),
+        "cpu_cores": {name: round(cpu_s / wall, 2) for name, cpu_s in used.items()},
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -313,11 +332,12 @@ def run(
             ingest.start()
             children.append(ingest)
         ingest_pids = [worker.pid] + [c.pid for c in children if c not in (worker, scorer)]
+        processes = _processes(local, scorer.pid, worker.pid, ingest_pids[1:])
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
-        result = _run_rates(kafka, rates, seconds, worker, (scorer.pid, port))
+        result = _run_rates(kafka, rates, seconds, worker, (processes, port))
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
-            niced = _run_rates(kafka, rates, seconds, worker, (scorer.pid, port))
+            niced = _run_rates(kafka, rates, seconds, worker, (processes, port))
             result["by_rate_ingest_niced"] = niced["by_rate"]
             result["ingest_niced_achieved_per_s"] = niced["ingest_achieved_per_s"]
             result["ingest_nice"] = ingest_nice
@@ -334,6 +354,20 @@ def run(
     _print(result)
 
 
+def _processes(
+    local: LocalStackSettings, scorer: int, worker: int, generators: list[int]
+) -> dict[str, int]:
+    """Every process on the machine the bench knows: where the cores go at each rate."""
+    from deploy.local.stack import LocalStack
+
+    found = {"scorer": scorer, "feature_worker": worker, "bench": os.getpid()}
+    found.update((f"event_generator{'s' * (len(generators) > 1)}", pid) for pid in generators)
+    for state in LocalStack(local).status():  # the broker and Redis, where streamrec owns them
+        if state.owned_pid is not None:
+            found[state.name] = state.owned_pid
+    return found
+
+
 def _stages(result: dict[str, Any], ranker: ModelUpdate) -> dict[str, Any]:
     """Which of the four stages ran (ranking only where answers say strategy=ranker)."""
     from models.logged_ranker import LoggedRanker
@@ -348,17 +382,19 @@ def _run_rates(
     rates: list[float],
     seconds: float,
     worker: WorkerProcess,
-    scorer: tuple[int, int],
+    watched: tuple[dict[str, int], int],
 ) -> dict[str, Any]:
-    pid, port = scorer
+    """`watched`: the processes whose CPU is measured (the scorer among them), and the
+    scorer's metrics port."""
+    processes, port = watched
     tracker, stop = Tracker(), threading.Event()
     consumer = _responses_consumer(kafka)
     thread = threading.Thread(target=_consume, args=(consumer, tracker, stop), daemon=True)
     thread.start()
     try:
-        _measure(kafka, tracker, 20.0, 1.0, pid)  # the group joins, caches fill: not measured
+        _measure(kafka, tracker, 20.0, 1.0, processes)  # the group joins, caches fill: not measured
         applied_before, started = settled(worker.metrics()), time.perf_counter()
-        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds, pid) for r in rates}
+        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds, processes) for r in rates}
         ingested = (settled(worker.metrics()) - applied_before) / (time.perf_counter() - started)
         samples = scrape(port)
     finally:
@@ -415,6 +451,8 @@ def _print(result: dict[str, Any]) -> None:
              f"{result['ingest_achieved_per_s']:g} events/s")]
     for rate, figures in result["by_rate"].items():
         rows.append(_row(f"@{rate} req/s p50 / p99 ms", figures))
+        cores = ", ".join(f"{name} {n:.2f}" for name, n in figures["cpu_cores"].items())
+        rows.append((f"@{rate} req/s cores used", cores))
     for rate, figures in result.get("by_rate_ingest_niced", {}).items():
         rows.append(_row(f"@{rate} req/s, ingest at nice {result['ingest_nice']}", figures))
     print_table("bench serve (request -> response)", rows)

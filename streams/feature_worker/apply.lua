@@ -1,20 +1,30 @@
 #!lua
--- Merges one entity's folded share of a batch of interaction events into its state,
--- idempotently.
+-- Merges entities' folded shares of a batch of interaction events into their state,
+-- idempotently: one or more entities per call, each as if called alone, in KEYS order.
 --
--- KEYS[1] = the entity's key (`u:{id}`, `s:{id}`, `i:{id}`, `c:{id}` or a popularity shard
---   `pop:{n}`); every other key the call writes is that key plus a suffix (`:m`, `:h`, `:seq`,
---   `:h<hour>`), so one call touches one entity and one hash slot (Redis Cluster-ready).
+-- KEYS = the entities' keys (`u:{id}`, `s:{id}`, `i:{id}`, `c:{id}` or a popularity shard
+--   `pop:{n}`); every other key an entity's update writes is its key plus a suffix (`:m`, `:h`,
+--   `:seq`, `:h<hour>`), so an update touches one entity and one hash slot, and a call whose
+--   keys share a slot stays in that slot (Redis Cluster-ready; on one Redis any keys go).
 -- ARGV = sequence length, minute buckets kept, hour buckets kept, popularity hours, user TTL
---   (s), session TTL (s), the entity kind (u, s, i, c, p), the writer's wall clock in ms when it
---   sent the call, then the update streams/feature_worker/fold.py builds (read in order below):
---   the partitions it folds (number, then partition, first offset, last offset, and the offset
---   the entity's previous piece of the same batch ends at, or ''), the counter deltas (number,
---   then field, delta), for users, items and categories the minute and the hour bucket counts
---   (number, then bucket, count, for each), then what the kind needs (see each merge below).
--- Returns 0 when merged, 1 when every event was already applied (a re-delivery: nothing
---   written), 2 when only some were (refused, nothing written: the writer sends those events
---   one update each, which Redis then applies or skips one by one).
+--   (s), session TTL (s), the writer's wall clock in ms when it sent the call, then one
+--   MessagePack array: for each key, the entity kind (u, s, i, c, p), the number of values of
+--   its update, and the update streams/feature_worker/fold.py builds (read in order below):
+--   the partitions it folds (number, then for each: the `_p<partition>` field, first offset,
+--   last offset, and the offset the entity's previous piece of the same batch ends at, or -1),
+--   the counter deltas (number, then field, delta), for users, items and categories the minute
+--   and the hour bucket counts (number, then bucket, count, for each), then what the kind needs
+--   (see each merge below). Counts, offsets and buckets are numbers; times, ids, categories
+--   and sequence entries are text, stored as sent.
+-- Returns one code per key: 0 when merged, 1 when every event was already applied (a
+--   re-delivery: nothing written), 2 when only some were (refused, nothing written: the writer
+--   sends those events one update each, which Redis then applies or skips one by one).
+--
+-- Several entities per call, their updates in one MessagePack value: entering a script, turning
+-- each argument into a Lua string and reading them one by one in Lua cost about as much as one
+-- small entity's merge, where unpacking one value (in C) costs a fraction. The writer packs
+-- entities into calls up to bounds on their number and events (writer.py) that keep a call
+-- short.
 --
 -- The worker groups each batch per entity and folds each entity's events in stream order, so
 -- the state equals applying the events one at a time in stream order: entities never read each
@@ -55,34 +65,46 @@
 
 -- (`-- stage:` markers let `streamrec bench script` time the script's parts.)
 -- stage: called
-local KEY = KEYS[1]
 local SEQ_LEN = tonumber(ARGV[1])
 local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
 local POP_HOURS = tonumber(ARGV[4])
 local TTL = {u = tonumber(ARGV[5]), s = tonumber(ARGV[6])}
-local KIND = ARGV[7]
-local SENT_MS = tonumber(ARGV[8])
-local WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
+local SENT_MS = tonumber(ARGV[7])
+local FAMILIES = {'m', 'h'}
+local NEWEST = {m = 'mx_m', h = 'mx_h'}
 
-local at = 8
-local function arg() at = at + 1; return ARGV[at] end
-local function count() return tonumber(arg()) end
+-- The entity being merged (set for each key in turn) and what its update holds.
+local KEY, KIND, WINDOWED
+local v, set, parts, counters, buckets, seq, pop
 
-local parts = {}
-for _ = 1, count() do
-  -- Offsets are exact as Lua numbers (doubles) up to 2^53.
-  parts[#parts + 1] = {p = arg(), first = tonumber(arg()), last_s = arg(), expect = arg()}
-end
-local counters = {}
-for _ = 1, count() do counters[#counters + 1] = {arg(), tonumber(arg())} end
-local buckets = {m = {}, h = {}}
-if WINDOWED then
-  for _, family in ipairs({'m', 'h'}) do
-    for _ = 1, count() do buckets[family][tonumber(arg())] = tonumber(arg()) end
+local UPDATES = cmsgpack.unpack(ARGV[8])
+local at = 0
+local function arg() at = at + 1; return UPDATES[at] end
+
+local function parse()
+  parts = {}
+  for i = 1, arg() do
+    -- {`_p<partition>`, first, last, expected or -1}: offsets are exact as doubles up to 2^53.
+    local field, first, last = arg(), arg(), arg()
+    parts[i] = {field, first, last, arg()}
+  end
+  counters = {}
+  for i = 1, arg() do
+    local field = arg()
+    counters[i] = {field, arg()}
+  end
+  buckets = {m = {}, h = {}}
+  if WINDOWED then
+    for _, family in ipairs(FAMILIES) do
+      local counts = buckets[family]
+      for _ = 1, arg() do
+        local b = arg()
+        counts[b] = arg()
+      end
+    end
   end
 end
 
--- stage: parsed
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
 local function int(x) return string.format('%d', x) end
 local function secs(x) return string.format('%.3f', x) end
@@ -94,39 +116,37 @@ local LOADED = {
   c = {'mx_m', 'mx_h', 'last_ts', 'first_ts'},
   p = {'mx_h'},
 }
-local names = {}
-for _, f in ipairs(LOADED[KIND]) do names[#names + 1] = f end
-for _, part in ipairs(parts) do names[#names + 1] = '_p' .. part.p end
-for _, c in ipairs(counters) do names[#names + 1] = c[1] end
-
--- stage: defined
-local v, set = {}, {}
-local got = redis.call('HMGET', KEY, unpack(names))
-for i, f in ipairs(names) do v[f] = got[i] end
-
--- New, re-delivered, or partly applied (see Idempotence above).
-local new, old = 0, 0
-for _, part in ipairs(parts) do
-  local done = tonumber(v['_p' .. part.p])
-  local last = tonumber(part.last_s)
-  if part.expect ~= '' then
-    if done == tonumber(part.expect) then new = new + 1 elseif done and done >= last then old = old + 1 end
-  elseif not done or done < part.first then
-    new = new + 1
-  elseif done >= last then
-    old = old + 1
-  end
+local function fields_to_load()
+  local names = {}
+  for _, f in ipairs(LOADED[KIND]) do names[#names + 1] = f end
+  for _, part in ipairs(parts) do names[#names + 1] = part[1] end
+  for _, c in ipairs(counters) do names[#names + 1] = c[1] end
+  return names
 end
-if old == #parts then return 1 end
-if new < #parts then return 2 end
+
+-- New (0), re-delivered (1), or partly applied (2): see Idempotence above.
+local function novelty()
+  local new, old = 0, 0
+  for _, part in ipairs(parts) do
+    local done = tonumber(v[part[1]])
+    local first, last, expect = part[2], part[3], part[4]
+    if expect >= 0 then
+      if done == expect then new = new + 1 elseif done and done >= last then old = old + 1 end
+    elseif not done or done < first then
+      new = new + 1
+    elseif done >= last then
+      old = old + 1
+    end
+  end
+  if old == #parts then return 1 end
+  if new < #parts then return 2 end
+  return 0
+end
 
 local function put(f, value) v[f] = value; set[f] = value end
 -- Counters are written with the entity's HSET (the script is atomic, so read + add is an
 -- increment): their fields were loaded with the HMGET.
 local function add(f, n) put(f, int((tonumber(v[f]) or 0) + n)) end
-
-for _, part in ipairs(parts) do put('_p' .. part.p, part.last_s) end
-for _, c in ipairs(counters) do add(c[1], c[2]) end
 
 -- The newest and oldest time of the update against the stored ones (first/last times).
 local function extremes(newest_s, oldest_s)
@@ -138,16 +158,13 @@ end
 
 local function sequence()
   local entries = {}
-  for _ = 1, count() do entries[#entries + 1] = arg() end
+  for i = 1, arg() do entries[i] = arg() end
   return entries
 end
 
-local seq = nil
-local pop = {}
-
 local function merge_user()
   local newest_s, earlier_s, max_s, min_s, purchase_s = arg(), arg(), arg(), arg(), arg()
-  local entered = tonumber(arg())
+  local entered = arg()
   -- The lag the newest event saw: time since the user's newest earlier event, stored or in
   -- this update (0 if out of order); a first event ever has none.
   local before = tonumber(v.last_ts)
@@ -166,7 +183,7 @@ end
 local function merge_session()
   put('user', arg())
   -- Each gap is from the session's newest time so far, stored ones included: one by one.
-  for _ = 1, count() do
+  for _ = 1, arg() do
     local ts_s = arg()
     local ts = tonumber(ts_s)
     local last = tonumber(v.last_ts)
@@ -191,8 +208,9 @@ local function merge_item()
   extremes(nil, arg())
   -- The category of the newest event (ties: the greater name), against the newest time so
   -- far, stored ones included: one by one.
-  for _ = 1, count() do
-    local ts_s, category = arg(), arg()
+  for _ = 1, arg() do
+    local ts_s = arg()
+    local category = arg()
     local ts = tonumber(ts_s)
     local last = tonumber(v.last_ts)
     if not last or ts > last then put('last_ts', ts_s) end
@@ -210,34 +228,44 @@ local function merge_category() extremes(arg(), arg()) end
 -- One shard of the global totals (priors of the target encodings) and of the hourly item
 -- popularity sorted sets: the worker sends each item's events to its shard (by item id hash).
 local function merge_popularity()
-  local newest = tonumber(arg())
-  for _ = 1, count() do
-    local hour, item, n = tonumber(arg()), arg(), tonumber(arg())
+  local newest = arg()
+  for _ = 1, arg() do
+    local hour = arg()
+    local item = arg()
     pop[hour] = pop[hour] or {}
-    pop[hour][item] = n
+    pop[hour][item] = arg()
   end
   return newest
 end
 
 -- Deletes what fell out of (newest - kept, newest] since the stored newest bucket `old`: a jump
 -- past the whole range is one DEL; otherwise one HDEL of the buckets the window left behind
--- (fewer than `kept` names; every stored bucket is newer than old - kept).
+-- (every stored bucket is newer than old - kept), named from that range or, when the hash holds
+-- fewer fields than the range has buckets (a sparse entity's jump of many hours), from HKEYS.
 local function prune_buckets(fkey, old, newest, kept)
   local floor = newest - kept
   if floor >= old then
     redis.call('DEL', fkey)
     return
   end
-  if floor <= old - kept then return end
+  local from = old - kept + 1
+  if floor < from then return end
   local stale = {}
-  for b = old - kept + 1, floor do stale[#stale + 1] = int(b) end
+  if floor - from >= 2 and redis.call('HLEN', fkey) <= floor - from then
+    for _, b in ipairs(redis.call('HKEYS', fkey)) do
+      if tonumber(b) <= floor then stale[#stale + 1] = b end
+    end
+    if #stale == 0 then return end
+  else
+    for b = from, floor do stale[#stale + 1] = int(b) end
+  end
   redis.call('HDEL', fkey, unpack(stale))
 end
 
 -- Buckets are pruned and counted against the update's final newest bucket: an event older than
 -- that window would have been counted and then pruned anyway, so the state is the same.
 local function write_buckets(family)
-  local old = tonumber(v['mx_' .. family])
+  local old = tonumber(v[NEWEST[family]])
   local newest = old
   for b in pairs(buckets[family]) do
     if not newest or b > newest then newest = b end
@@ -250,7 +278,7 @@ local function write_buckets(family)
   end
   -- The newest bucket is always among those written, so the hash exists here.
   if TTL[KIND] then redis.call('EXPIRE', fkey, TTL[KIND]) end
-  if newest ~= old then set['mx_' .. family] = int(newest) end
+  if newest ~= old then set[NEWEST[family]] = int(newest) end
 end
 
 local function write_popularity(newest_in_update)
@@ -273,31 +301,60 @@ local function write_popularity(newest_in_update)
   if newest ~= old then set.mx_h = int(newest) end
 end
 
-if KIND == 'u' then merge_user()
-elseif KIND == 's' then merge_session()
-elseif KIND == 'i' then merge_item()
-elseif KIND == 'c' then merge_category()
+local function write()
+  local ttl = TTL[KIND]
+  local fields = {}
+  for f, value in pairs(set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
+  redis.call('HSET', KEY, unpack(fields))
+  if ttl then redis.call('EXPIRE', KEY, ttl) end
+  if seq and #seq > 0 then
+    -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
+    -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
+    local seq_key = KEY .. ':seq'
+    local n = redis.call('LPUSH', seq_key, unpack(seq))
+    if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
+    if ttl then redis.call('EXPIRE', seq_key, ttl) end
+  end
 end
-local pop_newest = KIND == 'p' and merge_popularity()
 
--- stage: folded
-if pop_newest then
-  write_popularity(pop_newest)
-elseif WINDOWED then
-  write_buckets('m')
-  write_buckets('h')
+-- The entity KEY's update, read from UPDATES after `at`: its reply code.
+local function merge_entity()
+  parse()
+  -- stage: parsed
+  local names = fields_to_load()
+  -- stage: defined
+  local got = redis.call('HMGET', KEY, unpack(names))
+  for i, f in ipairs(names) do v[f] = got[i] end
+  local novel = novelty()
+  if novel ~= 0 then return novel end
+
+  for _, part in ipairs(parts) do put(part[1], int(part[3])) end
+  for _, c in ipairs(counters) do add(c[1], c[2]) end
+  local pop_newest = nil
+  if KIND == 'u' then merge_user()
+  elseif KIND == 's' then merge_session()
+  elseif KIND == 'i' then merge_item()
+  elseif KIND == 'c' then merge_category()
+  else pop_newest = merge_popularity()
+  end
+  -- stage: folded
+  if pop_newest then
+    write_popularity(pop_newest)
+  elseif WINDOWED then
+    write_buckets('m')
+    write_buckets('h')
+  end
+  write()
+  return 0
 end
-local ttl = TTL[KIND]
-local fields = {}
-for f, value in pairs(set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
-redis.call('HSET', KEY, unpack(fields))
-if ttl then redis.call('EXPIRE', KEY, ttl) end
-if seq and #seq > 0 then
-  -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
-  -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
-  local seq_key = KEY .. ':seq'
-  local n = redis.call('LPUSH', seq_key, unpack(seq))
-  if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
-  if ttl then redis.call('EXPIRE', seq_key, ttl) end
+
+local replies = {}
+for e = 1, #KEYS do
+  KEY, KIND = KEYS[e], arg()
+  local after = arg() + at
+  WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
+  v, set, seq, pop = {}, {}, nil, {}
+  replies[e] = merge_entity()
+  at = after
 end
-return 0
+return replies

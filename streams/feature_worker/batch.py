@@ -33,7 +33,7 @@ class PositionedEvent:
     event: InteractionEvent
     entered_ms: int | None = None
     """The record's Kafka timestamp (ms): when the event entered the pipeline; None when the
-    record has none (then the event time stands in for it, see `entered_ms_text`)."""
+    record has none (then the event time stands in for it, see `entered_ms`)."""
 
 
 def script_header(ttls: KeyTtls) -> list[str]:
@@ -53,9 +53,9 @@ def timestamp_text(ts: float) -> str:
     return repr(ts)
 
 
-def entered_ms_text(item: PositionedEvent) -> str:
+def entered_ms(item: PositionedEvent) -> int:
     """When the event entered the pipeline, in whole ms: its record's Kafka time, else its
     event time. The user's `lag_ms` (feature freshness) is measured from it."""
     if item.entered_ms is not None and item.entered_ms > 0:
-        return str(item.entered_ms)
-    return str(round(item.event.timestamp * 1000))
+        return item.entered_ms
+    return round(item.event.timestamp * 1000)

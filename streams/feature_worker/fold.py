@@ -10,6 +10,9 @@ Idempotence stays in Redis: an update names, per source partition, the first and
 folds and, for a later piece of the same entity in the same batch, the offset the piece before it
 ends at. Redis merges it only if none of it was applied, skips it if all was, and otherwise
 refuses it untouched: the writer then sends those events one update each (see writer.py).
+
+An update's values travel as MessagePack (writer.py): numbers as numbers, what Redis stores
+verbatim (times, ids, categories, sequence entries) as text in its canonical form.
 """
 
 from __future__ import annotations
@@ -19,20 +22,23 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from streams.feature_worker.batch import PositionedEvent, entered_ms_text, timestamp_text
+from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_text
 from streams.features.definitions import AFFINITY_WEIGHTS, SEQUENCE_LENGTH, TYPE_CODES
 from streams.features.keys import FeatureKeys, popularity_shard
 
+Value = str | int
+"""An update value: a count, offset, bucket or ms as a number, anything stored as text."""
+
 
 class EntityUpdate(NamedTuple):
-    """One script call: the folded events of one entity, in stream order (a named tuple: a
+    """One entity's part of a script call: its folded events, in stream order (a named tuple: a
     batch builds thousands)."""
 
     kind: str
     """u (user), s (session), i (item), c (category) or p (a popularity shard)."""
     key: str
-    args: tuple[str, ...]
-    """The call's ARGV after the header (apply.lua)."""
+    values: tuple[Value, ...]
+    """What apply.lua reads of this entity, in its order."""
     events: tuple[PositionedEvent, ...]
 
 
@@ -46,49 +52,61 @@ class _Row(NamedTuple):
     ts_s: str
     code: str
     category: str
-    minute: str
-    hour: str
-    span: tuple[str, str, str, str, str]
+    minute: int
+    hour: int
+    span: tuple[int, str, int, int, int]
     """The partition list of an update of this event alone (see apply.lua)."""
+
+
+NOT_EXPECTED = -1
+"""The expected applied offset of a partition no earlier piece of the batch covered."""
+
+
+def _applied_field(partition: int) -> str:
+    """The entity hash's field holding the last offset of `partition` it applied."""
+    return _APPLIED_FIELDS.get(partition) or f"_p{partition}"
+
+
+_APPLIED_FIELDS = {p: f"_p{p}" for p in range(256)}
 
 
 def _row(item: PositionedEvent) -> _Row:
     e = item.event
     ctx = e.context
     ts = e.timestamp
-    offset = str(item.offset)
+    offset = item.offset
     return _Row(
-        item, item.partition, item.offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
+        item, item.partition, offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
         ctx.category if ctx is not None and ctx.category else "",
-        str(math.floor(ts / 60)), str(math.floor(ts / 3600)),
-        ("1", str(item.partition), offset, offset, ""),
+        math.floor(ts / 60), math.floor(ts / 3600),
+        (1, _applied_field(item.partition), offset, offset, NOT_EXPECTED),
     )
 
 
-def _single(kind: str, row: _Row) -> tuple[str, ...]:
+def _single(kind: str, row: _Row) -> tuple[Value, ...]:
     """The update of one event: what `_common` + `_specific` give for it, built directly (most
     users and sessions of interleaved traffic have one event per batch)."""
     e = row.item.event
     ts_s, code = row.ts_s, row.code
-    counter = ("1", _COUNTER[code], "1")
-    windows = ("1", row.minute, "1", "1", row.hour, "1")
+    counter = (1, _COUNTER[code], 1)
+    windows = (1, row.minute, 1, 1, row.hour, 1)
     if kind == "u":
         counters = (
-            ("2", _COUNTER[code], "1", f"aff:{row.category}", str(AFFINITY_WEIGHTS[code]))
+            (2, _COUNTER[code], 1, f"aff:{row.category}", AFFINITY_WEIGHTS[code])
             if row.category else counter
         )
         return (
             *row.span, *counters, *windows, ts_s, "", ts_s, ts_s,
-            ts_s if code == "purchase" else "", entered_ms_text(row.item),
-            "1", f"{e.item_id} {ts_s} {code}",
+            ts_s if code == "purchase" else "", entered_ms(row.item),
+            1, f"{e.item_id} {ts_s} {code}",
         )
     if kind == "s":
-        return (*row.span, "1", "n", "1", e.user_id, "1", ts_s, "1", f"{e.item_id} {ts_s} {code}")
+        return (*row.span, 1, "n", 1, e.user_id, 1, ts_s, 1, f"{e.item_id} {ts_s} {code}")
     if kind == "i":
-        return (*row.span, *counter, *windows, ts_s, "1", ts_s, row.category)
+        return (*row.span, *counter, *windows, ts_s, 1, ts_s, row.category)
     if kind == "c":
         return (*row.span, *counter, *windows, ts_s, ts_s)
-    return (*row.span, *counter, row.hour, "1", row.hour, e.item_id, "1")
+    return (*row.span, *counter, row.hour, 1, row.hour, e.item_id, 1)
 
 
 def _targets(keys: FeatureKeys, row: _Row) -> list[tuple[str, str]]:
@@ -117,19 +135,19 @@ _COUNTER = {code: f"n_{code}" for code in TYPE_CODES.values()}
 """The counter field of each event type."""
 
 
-def _pairs(counts: dict[str, int]) -> list[str]:
-    args = [str(len(counts))]
+def _pairs(counts: dict[str, int] | dict[int, int]) -> list[Value]:
+    args: list[Value] = [len(counts)]
     for name, n in counts.items():
-        args += (name, str(n))
+        args += (name, n)
     return args
 
 
-def _sequence(rows: Sequence[_Row]) -> list[str]:
+def _sequence(rows: Sequence[_Row]) -> list[Value]:
     newest = [f"{r.item.event.item_id} {r.ts_s} {r.code}" for r in rows[-SEQUENCE_LENGTH:]]
-    return [str(len(newest)), *newest]
+    return [len(newest), *newest]
 
 
-def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[str]:
+def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Value]:
     """Partitions (first, last, expected applied offset), counter deltas, window buckets."""
     spans: dict[int, list[int]] = {}
     for row in rows:
@@ -138,10 +156,9 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[str
             spans[row.partition] = [row.offset, row.offset]
         else:
             span[1] = row.offset
-    args = [str(len(spans))]
+    args: list[Value] = [len(spans)]
     for partition, (first, last) in spans.items():
-        before = expect.get(partition)
-        args += (str(partition), str(first), str(last), "" if before is None else str(before))
+        args += (_applied_field(partition), first, last, expect.get(partition, NOT_EXPECTED))
     counters: dict[str, int] = (
         {"n": len(rows)} if kind == "s" else Counter(_COUNTER[row.code] for row in rows)
     )
@@ -157,7 +174,7 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[str
     return args
 
 
-def _specific(kind: str, rows: Sequence[_Row]) -> list[str]:
+def _specific(kind: str, rows: Sequence[_Row]) -> list[Value]:
     last = rows[-1]
     if kind == "u":
         purchases = [r for r in rows if r.code == "purchase"]
@@ -167,31 +184,31 @@ def _specific(kind: str, rows: Sequence[_Row]) -> list[str]:
             _extreme(rows, newest=True),
             _extreme(rows, newest=False),
             _extreme(purchases, newest=True) if purchases else "",
-            entered_ms_text(last.item),
+            entered_ms(last.item),
             *_sequence(rows),
         ]
     if kind == "s":
-        return [last.item.event.user_id, str(len(rows)), *(r.ts_s for r in rows), *_sequence(rows)]
+        return [last.item.event.user_id, len(rows), *(r.ts_s for r in rows), *_sequence(rows)]
     if kind == "i":
-        args = [_extreme(rows, newest=False), str(len(rows))]
+        args: list[Value] = [_extreme(rows, newest=False), len(rows)]
         for row in rows:
             args += (row.ts_s, row.category)
         return args
     if kind == "c":
         return [_extreme(rows, newest=True), _extreme(rows, newest=False)]
-    hours: dict[tuple[str, str], int] = {}
+    hours: dict[tuple[int, str], int] = {}
     for row in rows:
         key = (row.hour, row.item.event.item_id)
         hours[key] = hours.get(key, 0) + 1
-    args = [max((hour for hour, _ in hours), key=int), str(len(hours))]
+    args = [max(hour for hour, _ in hours), len(hours)]
     for (hour, item_id), n in hours.items():
-        args += (hour, item_id, str(n))
+        args += (hour, item_id, n)
     return args
 
 
 def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> EntityUpdate:
-    args = _common(kind, rows, expect) + _specific(kind, rows)
-    return EntityUpdate(kind, key, tuple(args), tuple(r.item for r in rows))
+    values = _common(kind, rows, expect) + _specific(kind, rows)
+    return EntityUpdate(kind, key, tuple(values), tuple(r.item for r in rows))
 
 
 def fold(

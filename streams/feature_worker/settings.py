@@ -29,9 +29,15 @@ class StreamSettings(ServiceSettings):
         "round trip, one offset store.",
     )
     call_events: int = Field(
-        100, ge=1, le=20_000, description="Most events of one entity per Redis script call: "
-        "Redis runs a script atomically, so this bounds how long one call blocks other clients "
-        "(the scorer) at about half a millisecond. Raise it for a backfill no scorer shares.",
+        100, ge=1, le=20_000, description="Most events per Redis script call (of its entities "
+        "together): Redis runs a script atomically, so with `call_entities` this bounds how long "
+        "one call blocks other clients (the scorer), at about half a millisecond. Raise both for "
+        "a backfill no scorer shares.",
+    )
+    call_entities: int = Field(
+        8, ge=1, le=1000, description="Most entities (their folded updates) per Redis script "
+        "call. Each call has a fixed cost (entering the script, unpacking its updates) that "
+        "its entities share; the default keeps a call near half a millisecond.",
     )
     durable_after_s: float = Field(
         2.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "

@@ -91,7 +91,7 @@ class FeatureWorker:
         producer = EventProducer(settings.kafka)
         writer = FeatureWriter(
             FeatureWriter.connect(settings.redis), settings.redis.key_prefix,
-            settings.key_ttls(), settings.call_events,
+            settings.key_ttls(), settings.call_events, call_entities=settings.call_entities,
         )
         self._pipeline = FeaturePipeline(
             writer, DeadLetterWriter(producer, settings.service_name), producer, metrics,

@@ -1,4 +1,5 @@
-"""Writes a batch of events into Redis in one round trip: one EVALSHA of apply.lua per entity."""
+"""Writes a batch of events into Redis in one round trip: EVALSHAs of apply.lua, each merging
+the folded updates of several entities."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
+import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import (
     ClusterDownError,
@@ -24,7 +26,7 @@ from redis.exceptions import (
 )
 
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
-from streams.feature_worker.fold import EntityUpdate, entity_updates, fold
+from streams.feature_worker.fold import EntityUpdate, Value, entity_updates, fold
 from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
@@ -64,7 +66,9 @@ def is_transient_reply(error: ResponseError) -> bool:
 class ScriptPipeline(Protocol):
     """What the writer needs from a Redis client: commands sent together, given in slices the
     client may write as they come, every reply back (an error reply as its exception value) in
-    order."""
+    order; and which keys one script call may name together (those of one `slot`)."""
+
+    def slot(self, key: str) -> int: ...
 
     async def pipeline(self, slices: Iterable[Sequence[Sequence[Arg]]]) -> list[Any]: ...
 
@@ -81,9 +85,10 @@ class ApplyOutcome:
 
 
 DEFAULT_CALL_EVENTS = 100
-SLICE_CALLS = 128
-"""Calls folded and written at a time: small enough that Redis starts early, large enough that
-the writes stay few."""
+DEFAULT_CALL_ENTITIES = 8
+SLICE_UPDATES = 512
+"""Entity updates folded and written at a time: small enough that Redis starts early, large
+enough that the writes stay few and the calls full."""
 MERGED, SKIPPED, REFUSED = 0, 1, 2
 """apply.lua's replies: merged; every event already applied; some were (nothing written)."""
 
@@ -91,9 +96,10 @@ MERGED, SKIPPED, REFUSED = 0, 1, 2
 class FeatureWriter:
     """Applies batches through the `streams` ACL user; idempotent per (partition, offset).
 
-    A batch becomes one script call per entity (its events folded in Python, order kept, see
-    fold.py), all sent in one pipeline: one round trip per batch, each call one hash slot and
-    at most `call_events` events, so no call holds Redis (and the scorer's reads) for long."""
+    A batch becomes one update per entity (its events folded in Python, order kept, see
+    fold.py), packed into script calls of at most `call_entities` updates and `call_events`
+    events in all, each call's entities in one hash slot, all sent in one pipeline: one round
+    trip per batch, and no call holds Redis (and the scorer's reads) for long."""
 
     def __init__(
         self,
@@ -102,6 +108,7 @@ class FeatureWriter:
         ttls: KeyTtls = KeyTtls(),
         call_events: int = DEFAULT_CALL_EVENTS,
         clock: Callable[[], float] = time.time,
+        call_entities: int = DEFAULT_CALL_ENTITIES,
     ) -> None:
         self._client = client
         self._clock = clock
@@ -109,6 +116,7 @@ class FeatureWriter:
         self._keys = FeatureKeys(key_prefix)
         self._header = script_header(ttls)
         self._call_events = call_events
+        self._call_entities = call_entities
 
     @staticmethod
     def connect(connection: RedisConnection) -> ScriptPipeline:
@@ -146,21 +154,21 @@ class FeatureWriter:
         return ApplyOutcome(applied, skipped)
 
     async def _send(self, updates: Iterable[EntityUpdate]) -> tuple[list[EntityUpdate], list[int]]:
-        """The updates sent, in order, and each one's reply (MERGED, SKIPPED or REFUSED): one
-        pipeline, written in slices of `SLICE_CALLS` calls as they are folded, so Redis merges
-        the first slice while the worker folds the next."""
-        sent_ms = str(round(self._clock() * 1000))
-        sent: list[EntityUpdate] = []
+        """The updates sent, in the order sent, and each one's reply (MERGED, SKIPPED or
+        REFUSED): one pipeline, written in slices of `SLICE_UPDATES` updates as they are folded,
+        so Redis merges the first slice while the worker folds the next."""
+        header = (*self._header, str(round(self._clock() * 1000)))
+        calls: list[list[EntityUpdate]] = []
         commands: list[tuple[Arg, ...]] = []
 
         def slices() -> Iterator[list[tuple[Arg, ...]]]:
             pending = iter(updates)
-            while piece := list(itertools.islice(pending, SLICE_CALLS)):
-                sent.extend(piece)
-                part: list[tuple[Arg, ...]] = [
-                    ("EVALSHA", SCRIPT_SHA, 1, u.key, *self._header, u.kind, sent_ms, *u.args)
-                    for u in piece
-                ]
+            while piece := list(itertools.islice(pending, SLICE_UPDATES)):
+                packed = pack_calls(
+                    piece, self._client.slot, self._call_events, self._call_entities
+                )
+                part = [script_call(SCRIPT_SHA, header, call) for call in packed]
+                calls.extend(packed)
                 commands.extend(part)
                 yield part
 
@@ -174,10 +182,50 @@ class FeatureWriter:
             again = await self._client.pipeline([[commands[i] for i in missing]])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
-        for reply in replies:
+        sent: list[EntityUpdate] = []
+        codes: list[int] = []
+        for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 raise reply
-        return sent, [int(reply) for reply in replies]
+            sent += call
+            codes += (int(code) for code in reply)
+        return sent, codes
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def pack_calls(
+    updates: Sequence[EntityUpdate],
+    slot: Callable[[str], int],
+    call_events: int,
+    call_entities: int = DEFAULT_CALL_ENTITIES,
+) -> list[list[EntityUpdate]]:
+    """The updates as script calls: each call's keys in one slot, at most `call_entities`
+    updates and `call_events` events in all (an update is never larger: fold.py cuts entities
+    into pieces of that size). Updates keep their order within a slot, so an entity's pieces
+    still apply in stream order."""
+    by_slot: dict[int, list[list[EntityUpdate]]] = {}
+    events: dict[int, int] = {}
+    for update in updates:
+        key_slot, n = slot(update.key), len(update.events)
+        calls = by_slot.get(key_slot)
+        if (
+            calls is None
+            or events[key_slot] + n > call_events
+            or len(calls[-1]) >= call_entities
+        ):
+            by_slot.setdefault(key_slot, []).append([update])
+            events[key_slot] = n
+        else:
+            calls[-1].append(update)
+            events[key_slot] += n
+    return [call for calls in by_slot.values() for call in calls]
+
+
+def script_call(sha: str, header: Sequence[str], call: Sequence[EntityUpdate]) -> tuple[Arg, ...]:
+    """The EVALSHA merging `call` (apply.lua's KEYS and ARGV); `header` ends with the clock."""
+    values: list[Value] = []
+    for u in call:
+        values += (u.kind, len(u.values), *u.values)
+    return ("EVALSHA", sha, len(call), *(u.key for u in call), *header, msgpack.packb(values))

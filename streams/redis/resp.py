@@ -16,29 +16,31 @@ Arg = bytes | str | int | float
 
 
 def pack(commands: Sequence[Sequence[Arg]]) -> bytes:
-    """RESP arrays of bulk strings, as redis-py would send them. A command of ASCII text (the
-    worker's script calls: ids are printable ASCII) is formatted as text and encoded once,
-    which costs about half the per-argument byte formatting it falls back to otherwise."""
-    out = []
+    """RESP arrays of bulk strings, as redis-py would send them. Text arguments (ids are
+    printable ASCII) are formatted as text and encoded once per run of them, which costs about
+    half the per-argument byte formatting non-ASCII text falls back to; bytes arguments (the
+    worker's packed updates) go in as they are."""
+    out: list[bytes] = []
     for args in commands:
-        text = f"*{len(args)}\r\n" + "".join(
-            [f"${len(a)}\r\n{a}\r\n" if type(a) is str else _text(a) for a in args]
-        )
-        if text.isascii():
-            out.append(text.encode())
-            continue
         out.append(b"*%d\r\n" % len(args))
+        texts: list[str] = []
         for arg in args:
-            data = arg if isinstance(arg, bytes) else str(arg).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            if isinstance(arg, bytes):
+                out.append(_bulk_texts(texts))
+                texts = []
+                out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+            else:
+                texts.append(arg if type(arg) is str else str(arg))
+        out.append(_bulk_texts(texts))
     return b"".join(out)
 
 
-def _text(arg: Arg) -> str:
-    """A non-str argument as RESP text; bytes that are not ASCII make the command's text
-    non-ASCII, so it is packed as bytes instead."""
-    data = arg.decode("latin-1") if isinstance(arg, bytes) else str(arg)
-    return f"${len(data)}\r\n{data}\r\n"
+def _bulk_texts(texts: list[str]) -> bytes:
+    text = "".join([f"${len(t)}\r\n{t}\r\n" for t in texts])
+    if text.isascii():
+        return text.encode()
+    # Lengths count bytes: text that is not ASCII is sized by its UTF-8 encoding instead.
+    return b"".join(b"$%d\r\n%s\r\n" % (len(d), d) for d in (t.encode() for t in texts))
 
 
 def reply_error(message: str) -> exceptions.RedisError:

@@ -90,6 +90,11 @@ class ScriptConnection:
         self._replies: _Replies | None = None
         self._connecting = asyncio.Lock()
 
+    @staticmethod
+    def slot(key: str) -> int:
+        """One Redis serves every key, so a script call may name any keys together."""
+        return 0
+
     async def evalsha(self, sha: str, numkeys: int, *args: Arg) -> Any:
         return await self.execute("EVALSHA", sha, numkeys, *args)
 

@@ -1,23 +1,31 @@
 """The feature writer and workers on a 3-master Redis Cluster: the oracle's state, unchanged code.
 
-Every call the writer sends touches one entity (one hash slot); redis-py's cluster pipeline
+Every call the writer sends touches the entities of one hash slot; redis-py's cluster pipeline
 routes each to its master. Two workers sharing the partitions reach the same state as one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.redis_cluster import LocalRedisCluster
+from schemas.events import EventContext, EventType, InteractionEvent
 from schemas.topics import INTERACTIONS
+from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.writer import FeatureWriter, ScriptPipeline
 from streams.features.keys import FeatureKeys
 from streams.kafka.connection import KafkaConnection
 from streams.redis.connection import RedisConnection
+from streams.redis.resp import Arg
 from tests.integration.cluster_nodes import master_of
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
@@ -54,10 +62,10 @@ def test_any_stream_on_a_cluster_leaves_the_oracle_state(
     draws: list[Draw],
     rewinds: list[tuple[int, int]],
     cuts: list[int],
-    call_events: int,
+    call: tuple[int, int],
 ) -> None:
     admin = redis_cluster.connection("admin").client()
-    check_against_oracle(cluster_connection, admin, draws, rewinds, cuts, call_events)
+    check_against_oracle(cluster_connection, admin, draws, rewinds, cuts, call)
 
 
 def test_the_writer_on_a_cluster_leaves_exactly_the_oracle_state(
@@ -97,3 +105,57 @@ def test_two_workers_on_a_cluster_reach_the_oracle_state(
             worker.stop()
     actual = read_state(admin, cluster_connection.key_prefix)  # type: ignore[arg-type]
     assert differences(actual, expected_state(cluster_connection, positioned)) == []
+
+
+class _Recording:
+    """The cluster client, recording how many keys each script call names."""
+
+    def __init__(self, client: ScriptPipeline) -> None:
+        self.client = client
+        self.keys_per_call: list[int] = []
+
+    def slot(self, key: str) -> int:
+        return self.client.slot(key)
+
+    async def pipeline(self, slices: Iterable[Sequence[Sequence[Arg]]]) -> list[Any]:
+        commands = [command for piece in slices for command in piece]
+        self.keys_per_call += [int(command[2]) for command in commands]
+        return await self.client.pipeline([commands])
+
+    async def execute(self, *command: Arg) -> Any:
+        return await self.client.execute(*command)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def test_entities_sharing_a_slot_share_a_call_and_still_reach_the_oracle_state(
+    redis_cluster: LocalRedisCluster, cluster_connection: RedisConnection
+) -> None:
+    """A user, session, item and category with the same id share a hash tag, so one slot: the
+    writer packs their updates into one call, which the cluster runs on that slot's master."""
+    ids = ["x", "y", "z"]
+    now = time.time()
+    events = [
+        PositionedEvent(n % 2, n // 2, InteractionEvent(
+            event_id=f"e{n}", user_id=ids[n % 3], session_id=ids[n % 3], item_id=ids[n // 3 % 3],
+            event_type=EventType.VIEW, timestamp=now - 600 + n,
+            context=EventContext(category=ids[n // 2 % 3]),
+        ))
+        for n in range(60)
+    ]
+    client = _Recording(FeatureWriter.connect(cluster_connection))
+    writer = FeatureWriter(client, cluster_connection.key_prefix, call_entities=8)
+
+    async def apply() -> None:
+        try:
+            for start in range(0, len(events), 20):
+                await writer.apply(events[start : start + 20])
+        finally:
+            await writer.close()
+
+    asyncio.run(apply())
+    assert max(client.keys_per_call) > 1
+    admin = redis_cluster.connection("admin").client()
+    actual = read_state(admin, cluster_connection.key_prefix)  # type: ignore[arg-type]
+    assert differences(actual, oracle_state(cluster_connection.key_prefix, events).snapshot()) == []

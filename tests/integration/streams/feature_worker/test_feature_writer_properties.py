@@ -87,10 +87,15 @@ def _delivered(
 
 
 async def _apply(
-    connection: RedisConnection, stream: list[PositionedEvent], cuts: list[int], call_events: int
+    connection: RedisConnection,
+    stream: list[PositionedEvent],
+    cuts: list[int],
+    call: tuple[int, int],
 ) -> None:
+    call_events, call_entities = call
     writer = FeatureWriter(
-        FeatureWriter.connect(connection), connection.key_prefix, call_events=call_events
+        FeatureWriter.connect(connection), connection.key_prefix, call_events=call_events,
+        call_entities=call_entities,
     )
     bounds = [0, *sorted(c % (len(stream) + 1) for c in cuts), len(stream)]
     try:
@@ -104,8 +109,9 @@ STREAMS = {
     "draws": st.lists(EVENT_DRAWS, min_size=1, max_size=80),
     "rewinds": st.lists(st.tuples(st.integers(0, 120), st.integers(1, 12)), max_size=3),
     "cuts": st.lists(st.integers(0, 400), max_size=8),
-    "call_events": st.integers(1, 6),
+    "call": st.tuples(st.integers(1, 6), st.integers(1, 4)),
 }
+"""`call`: the writer's bounds per script call (events, entities)."""
 
 
 def check_against_oracle(
@@ -114,14 +120,14 @@ def check_against_oracle(
     draws: list[Draw],
     rewinds: list[tuple[int, int]],
     cuts: list[int],
-    call_events: int,
+    call: tuple[int, int],
 ) -> None:
     """Applies the generated stream under a fresh prefix and compares with the oracle."""
     prefix = f"{connection.key_prefix}{uuid.uuid4().hex[:6]}:"
     connection = connection.model_copy(update={"key_prefix": prefix})
     stream = _delivered(_positioned(draws), rewinds)
     try:
-        asyncio.run(_apply(connection, stream, cuts, call_events))
+        asyncio.run(_apply(connection, stream, cuts, call))
         expected = oracle_state(prefix, stream).snapshot()
         assert differences(read_state(admin, prefix), expected) == []  # type: ignore[arg-type]
     finally:
@@ -141,6 +147,6 @@ def test_any_stream_in_any_batches_leaves_the_oracle_state(
     draws: list[Draw],
     rewinds: list[tuple[int, int]],
     cuts: list[int],
-    call_events: int,
+    call: tuple[int, int],
 ) -> None:
-    check_against_oracle(redis_connection, redis_admin, draws, rewinds, cuts, call_events)
+    check_against_oracle(redis_connection, redis_admin, draws, rewinds, cuts, call)

@@ -211,9 +211,14 @@ class _ScriptlessRedis:
     def __init__(self) -> None:
         self.loaded: set[str] = set()
 
+    @staticmethod
+    def slot(key: str) -> int:
+        return 0
+
     async def pipeline(self, slices: Iterable[Sequence[Sequence[Any]]]) -> list[Any]:
         return [
-            MERGED if command[1] in self.loaded else NoScriptError("NOSCRIPT No matching script.")
+            [MERGED] * int(command[2]) if command[1] in self.loaded
+            else NoScriptError("NOSCRIPT No matching script.")
             for command in itertools.chain.from_iterable(slices)
         ]
 
