@@ -8,21 +8,20 @@
 --   keys share a slot stays in that slot (Redis Cluster-ready; on one Redis any keys go).
 -- ARGV = sequence length, minute buckets kept, hour buckets kept, popularity hours, user TTL
 --   (s), session TTL (s), the writer's wall clock in ms when it sent the call, then one
---   MessagePack array: for each key, the entity kind (u, s, i, c, p), the number of values of
---   its update, and the update streams/feature_worker/fold.py builds (read in order below):
---   the partitions it folds (number, then for each: the `_p<partition>` field, first offset,
---   last offset, and the offset the entity's previous piece of the same batch ends at, or -1),
---   the counter deltas (number, then field, delta), for users, items and categories the minute
---   and the hour bucket counts (number, then bucket, count, for each), then what the kind needs
---   (see each merge below). Counts, offsets and buckets are numbers; times, ids, categories
---   and sequence entries are text, stored as sent.
+--   MessagePack array of one array per key: the entity kind (u, s, i, c, p), then the update
+--   streams/feature_worker/fold.py builds (read in order below): the partitions it folds (an
+--   array of {the `_p<partition>` field, first offset, last offset, the offset the entity's
+--   previous piece of the same batch ends at or -1}), the counter deltas (field, delta, ...),
+--   for users, items and categories the minute and the hour bucket counts (bucket, count, ...
+--   each), then what the kind needs (see each merge below). Counts, offsets and buckets are
+--   numbers; times, ids, categories and sequence entries are text, stored as sent.
 -- Returns one code per key: 0 when merged, 1 when every event was already applied (a
 --   re-delivery: nothing written), 2 when only some were (refused, nothing written: the writer
 --   sends those events one update each, which Redis then applies or skips one by one).
 --
 -- Several entities per call, their updates in one MessagePack value: entering a script, turning
 -- each argument into a Lua string and reading them one by one in Lua cost about as much as one
--- small entity's merge, where unpacking one value (in C) costs a fraction. The writer packs
+-- small entity's merge, where unpacking one value into ready tables (in C) costs a fraction. The writer packs
 -- entities into calls up to bounds on their number and events (writer.py) that keep a call
 -- short.
 --
@@ -70,7 +69,6 @@ local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
 local POP_HOURS = tonumber(ARGV[4])
 local TTL = {u = tonumber(ARGV[5]), s = tonumber(ARGV[6])}
 local SENT_MS = tonumber(ARGV[7])
-local FAMILIES = {'m', 'h'}
 local NEWEST = {m = 'mx_m', h = 'mx_h'}
 
 -- The entity being merged (set for each key in turn) and what its update holds.
@@ -78,30 +76,18 @@ local KEY, KIND, WINDOWED
 local v, set, parts, counters, buckets, seq, pop
 
 local UPDATES = cmsgpack.unpack(ARGV[8])
-local at = 0
-local function arg() at = at + 1; return UPDATES[at] end
+local update, at
+local function arg() at = at + 1; return update[at] end
 
+-- parts: {`_p<partition>`, first, last, expected or -1} each (offsets are exact as doubles up to
+-- 2^53); counters: field, delta, ...; buckets: per family, bucket, count, ...
 local function parse()
-  parts = {}
-  for i = 1, arg() do
-    -- {`_p<partition>`, first, last, expected or -1}: offsets are exact as doubles up to 2^53.
-    local field, first, last = arg(), arg(), arg()
-    parts[i] = {field, first, last, arg()}
-  end
-  counters = {}
-  for i = 1, arg() do
-    local field = arg()
-    counters[i] = {field, arg()}
-  end
-  buckets = {m = {}, h = {}}
+  parts, counters = update[2], update[3]
   if WINDOWED then
-    for _, family in ipairs(FAMILIES) do
-      local counts = buckets[family]
-      for _ = 1, arg() do
-        local b = arg()
-        counts[b] = arg()
-      end
-    end
+    buckets = {m = update[4], h = update[5]}
+    at = 5
+  else
+    at = 3
   end
 end
 
@@ -120,7 +106,7 @@ local function fields_to_load()
   local names = {}
   for _, f in ipairs(LOADED[KIND]) do names[#names + 1] = f end
   for _, part in ipairs(parts) do names[#names + 1] = part[1] end
-  for _, c in ipairs(counters) do names[#names + 1] = c[1] end
+  for i = 1, #counters, 2 do names[#names + 1] = counters[i] end
   return names
 end
 
@@ -156,12 +142,6 @@ local function extremes(newest_s, oldest_s)
   if not first or tonumber(oldest_s) < first then put('first_ts', oldest_s) end
 end
 
-local function sequence()
-  local entries = {}
-  for i = 1, arg() do entries[i] = arg() end
-  return entries
-end
-
 local function merge_user()
   local newest_s, earlier_s, max_s, min_s, purchase_s = arg(), arg(), arg(), arg(), arg()
   local entered = arg()
@@ -177,14 +157,13 @@ local function merge_user()
     if not purchased or tonumber(purchase_s) > purchased then put('last_purchase_ts', purchase_s) end
   end
   put('lag_ms', int(math.max(0, SENT_MS - entered)))
-  seq = sequence()
+  seq = arg()
 end
 
 local function merge_session()
   put('user', arg())
   -- Each gap is from the session's newest time so far, stored ones included: one by one.
-  for _ = 1, arg() do
-    local ts_s = arg()
+  for _, ts_s in ipairs(arg()) do
     local ts = tonumber(ts_s)
     local last = tonumber(v.last_ts)
     if last then
@@ -201,16 +180,16 @@ local function merge_session()
       put('start_ts', ts_s)
     end
   end
-  seq = sequence()
+  seq = arg()
 end
 
 local function merge_item()
   extremes(nil, arg())
   -- The category of the newest event (ties: the greater name), against the newest time so
-  -- far, stored ones included: one by one.
-  for _ = 1, arg() do
-    local ts_s = arg()
-    local category = arg()
+  -- far, stored ones included: one by one (time, category, ...).
+  local events = arg()
+  for i = 1, #events, 2 do
+    local ts_s, category = events[i], events[i + 1]
     local ts = tonumber(ts_s)
     local last = tonumber(v.last_ts)
     if not last or ts > last then put('last_ts', ts_s) end
@@ -228,12 +207,12 @@ local function merge_category() extremes(arg(), arg()) end
 -- One shard of the global totals (priors of the target encodings) and of the hourly item
 -- popularity sorted sets: the worker sends each item's events to its shard (by item id hash).
 local function merge_popularity()
-  local newest = arg()
-  for _ = 1, arg() do
-    local hour = arg()
-    local item = arg()
+  local newest, counts = arg(), arg()
+  -- hour, item, count, ...
+  for i = 1, #counts, 3 do
+    local hour = counts[i]
     pop[hour] = pop[hour] or {}
-    pop[hour][item] = arg()
+    pop[hour][counts[i + 1]] = counts[i + 2]
   end
   return newest
 end
@@ -265,16 +244,19 @@ end
 -- Buckets are pruned and counted against the update's final newest bucket: an event older than
 -- that window would have been counted and then pruned anyway, so the state is the same.
 local function write_buckets(family)
+  local counts = buckets[family]
   local old = tonumber(v[NEWEST[family]])
   local newest = old
-  for b in pairs(buckets[family]) do
+  for i = 1, #counts, 2 do
+    local b = counts[i]
     if not newest or b > newest then newest = b end
   end
   local kept = KEPT[family]
   local fkey = KEY .. ':' .. family
   if old and newest > old then prune_buckets(fkey, old, newest, kept) end
-  for b, n in pairs(buckets[family]) do
-    if b > newest - kept then redis.call('HINCRBY', fkey, int(b), n) end
+  for i = 1, #counts, 2 do
+    local b = counts[i]
+    if b > newest - kept then redis.call('HINCRBY', fkey, int(b), counts[i + 1]) end
   end
   -- The newest bucket is always among those written, so the hash exists here.
   if TTL[KIND] then redis.call('EXPIRE', fkey, TTL[KIND]) end
@@ -317,7 +299,7 @@ local function write()
   end
 end
 
--- The entity KEY's update, read from UPDATES after `at`: its reply code.
+-- The entity KEY's update: its reply code.
 local function merge_entity()
   parse()
   -- stage: parsed
@@ -329,7 +311,7 @@ local function merge_entity()
   if novel ~= 0 then return novel end
 
   for _, part in ipairs(parts) do put(part[1], int(part[3])) end
-  for _, c in ipairs(counters) do add(c[1], c[2]) end
+  for i = 1, #counters, 2 do add(counters[i], counters[i + 1]) end
   local pop_newest = nil
   if KIND == 'u' then merge_user()
   elseif KIND == 's' then merge_session()
@@ -350,11 +332,10 @@ end
 
 local replies = {}
 for e = 1, #KEYS do
-  KEY, KIND = KEYS[e], arg()
-  local after = arg() + at
+  KEY, update = KEYS[e], UPDATES[e]
+  KIND = update[1]
   WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
   v, set, seq, pop = {}, {}, nil, {}
   replies[e] = merge_entity()
-  at = after
 end
 return replies

@@ -12,7 +12,9 @@ ends at. Redis merges it only if none of it was applied, skips it if all was, an
 refuses it untouched: the writer then sends those events one update each (see writer.py).
 
 An update's values travel as MessagePack (writer.py): numbers as numbers, what Redis stores
-verbatim (times, ids, categories, sequence entries) as text in its canonical form.
+verbatim (times, ids, categories, sequence entries) as text in its canonical form, and each list
+(partitions, counters, buckets, times, sequence entries) as an array Redis unpacks into a Lua
+table, so the script reads an update without a loop of its own.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_
 from streams.features.definitions import AFFINITY_WEIGHTS, SEQUENCE_LENGTH, TYPE_CODES
 from streams.features.keys import FeatureKeys, popularity_shard
 
-Value = str | int
-"""An update value: a count, offset, bucket or ms as a number, anything stored as text."""
+Value = str | int | Sequence["Value"]
+"""An update value: a count, offset, bucket or ms as a number, anything stored as text, or a
+list of values."""
 
 
 class EntityUpdate(NamedTuple):
@@ -54,7 +57,7 @@ class _Row(NamedTuple):
     category: str
     minute: int
     hour: int
-    span: tuple[int, str, int, int, int]
+    parts: tuple[tuple[str, int, int, int]]
     """The partition list of an update of this event alone (see apply.lua)."""
 
 
@@ -79,7 +82,7 @@ def _row(item: PositionedEvent) -> _Row:
         item, item.partition, offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
         ctx.category if ctx is not None and ctx.category else "",
         math.floor(ts / 60), math.floor(ts / 3600),
-        (1, _applied_field(item.partition), offset, offset, NOT_EXPECTED),
+        ((_applied_field(item.partition), offset, offset, NOT_EXPECTED),),
     )
 
 
@@ -87,26 +90,26 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
     """The update of one event: what `_common` + `_specific` give for it, built directly (most
     users and sessions of interleaved traffic have one event per batch)."""
     e = row.item.event
-    ts_s, code = row.ts_s, row.code
-    counter = (1, _COUNTER[code], 1)
-    windows = (1, row.minute, 1, 1, row.hour, 1)
+    ts_s, code, parts = row.ts_s, row.code, row.parts
+    counter = (_COUNTER[code], 1)
+    minute, hour = (row.minute, 1), (row.hour, 1)
     if kind == "u":
         counters = (
-            (2, _COUNTER[code], 1, f"aff:{row.category}", AFFINITY_WEIGHTS[code])
+            (_COUNTER[code], 1, f"aff:{row.category}", AFFINITY_WEIGHTS[code])
             if row.category else counter
         )
         return (
-            *row.span, *counters, *windows, ts_s, "", ts_s, ts_s,
+            parts, counters, minute, hour, ts_s, "", ts_s, ts_s,
             ts_s if code == "purchase" else "", entered_ms(row.item),
-            1, f"{e.item_id} {ts_s} {code}",
+            (f"{e.item_id} {ts_s} {code}",),
         )
     if kind == "s":
-        return (*row.span, 1, "n", 1, e.user_id, 1, ts_s, 1, f"{e.item_id} {ts_s} {code}")
+        return (parts, ("n", 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
     if kind == "i":
-        return (*row.span, *counter, *windows, ts_s, 1, ts_s, row.category)
+        return (parts, counter, minute, hour, ts_s, (ts_s, row.category))
     if kind == "c":
-        return (*row.span, *counter, *windows, ts_s, ts_s)
-    return (*row.span, *counter, row.hour, 1, row.hour, e.item_id, 1)
+        return (parts, counter, minute, hour, ts_s, ts_s)
+    return (parts, counter, row.hour, (row.hour, e.item_id, 1))
 
 
 def _targets(keys: FeatureKeys, row: _Row) -> list[tuple[str, str]]:
@@ -136,19 +139,20 @@ _COUNTER = {code: f"n_{code}" for code in TYPE_CODES.values()}
 
 
 def _pairs(counts: dict[str, int] | dict[int, int]) -> list[Value]:
-    args: list[Value] = [len(counts)]
+    """Name or bucket, then count, for each."""
+    flat: list[Value] = []
     for name, n in counts.items():
-        args += (name, n)
-    return args
+        flat += (name, n)
+    return flat
 
 
 def _sequence(rows: Sequence[_Row]) -> list[Value]:
-    newest = [f"{r.item.event.item_id} {r.ts_s} {r.code}" for r in rows[-SEQUENCE_LENGTH:]]
-    return [len(newest), *newest]
+    return [f"{r.item.event.item_id} {r.ts_s} {r.code}" for r in rows[-SEQUENCE_LENGTH:]]
 
 
 def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Value]:
-    """Partitions (first, last, expected applied offset), counter deltas, window buckets."""
+    """Partitions (applied field, first, last, expected applied offset), counter deltas, and
+    for windowed kinds the minute and hour bucket counts."""
     spans: dict[int, list[int]] = {}
     for row in rows:
         span = spans.get(row.partition)
@@ -156,9 +160,10 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Val
             spans[row.partition] = [row.offset, row.offset]
         else:
             span[1] = row.offset
-    args: list[Value] = [len(spans)]
-    for partition, (first, last) in spans.items():
-        args += (_applied_field(partition), first, last, expect.get(partition, NOT_EXPECTED))
+    parts: list[Value] = [
+        (_applied_field(partition), first, last, expect.get(partition, NOT_EXPECTED))
+        for partition, (first, last) in spans.items()
+    ]
     counters: dict[str, int] = (
         {"n": len(rows)} if kind == "s" else Counter(_COUNTER[row.code] for row in rows)
     )
@@ -167,11 +172,11 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Val
             if row.category:
                 name = f"aff:{row.category}"
                 counters[name] = counters.get(name, 0) + AFFINITY_WEIGHTS[row.code]
-    args += _pairs(counters)
+    common: list[Value] = [parts, _pairs(counters)]
     if kind in "uic":
-        args += _pairs(Counter(row.minute for row in rows))
-        args += _pairs(Counter(row.hour for row in rows))
-    return args
+        common += (_pairs(Counter(row.minute for row in rows)),
+                   _pairs(Counter(row.hour for row in rows)))
+    return common
 
 
 def _specific(kind: str, rows: Sequence[_Row]) -> list[Value]:
@@ -185,25 +190,25 @@ def _specific(kind: str, rows: Sequence[_Row]) -> list[Value]:
             _extreme(rows, newest=False),
             _extreme(purchases, newest=True) if purchases else "",
             entered_ms(last.item),
-            *_sequence(rows),
+            _sequence(rows),
         ]
     if kind == "s":
-        return [last.item.event.user_id, len(rows), *(r.ts_s for r in rows), *_sequence(rows)]
+        return [last.item.event.user_id, [r.ts_s for r in rows], _sequence(rows)]
     if kind == "i":
-        args: list[Value] = [_extreme(rows, newest=False), len(rows)]
+        events: list[Value] = []
         for row in rows:
-            args += (row.ts_s, row.category)
-        return args
+            events += (row.ts_s, row.category)
+        return [_extreme(rows, newest=False), events]
     if kind == "c":
         return [_extreme(rows, newest=True), _extreme(rows, newest=False)]
     hours: dict[tuple[int, str], int] = {}
     for row in rows:
         key = (row.hour, row.item.event.item_id)
         hours[key] = hours.get(key, 0) + 1
-    args = [max(hour for hour, _ in hours), len(hours)]
+    counts: list[Value] = []
     for (hour, item_id), n in hours.items():
-        args += (hour, item_id, n)
-    return args
+        counts += (hour, item_id, n)
+    return [max(hour for hour, _ in hours), counts]
 
 
 def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> EntityUpdate:

@@ -26,7 +26,7 @@ from redis.exceptions import (
 )
 
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
-from streams.feature_worker.fold import EntityUpdate, Value, entity_updates, fold
+from streams.feature_worker.fold import EntityUpdate, entity_updates, fold
 from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
@@ -225,7 +225,5 @@ def pack_calls(
 
 def script_call(sha: str, header: Sequence[str], call: Sequence[EntityUpdate]) -> tuple[Arg, ...]:
     """The EVALSHA merging `call` (apply.lua's KEYS and ARGV); `header` ends with the clock."""
-    values: list[Value] = []
-    for u in call:
-        values += (u.kind, len(u.values), *u.values)
-    return ("EVALSHA", sha, len(call), *(u.key for u in call), *header, msgpack.packb(values))
+    updates = [(u.kind, *u.values) for u in call]
+    return ("EVALSHA", sha, len(call), *(u.key for u in call), *header, msgpack.packb(updates))
