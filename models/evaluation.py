@@ -43,6 +43,7 @@ from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.ranking import Ranker, ndcg_at_10
 from models.sequence_training import FitReport, SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
+from models.served_ranker import ServedRanker, ServedRankerConfig
 from models.session_config import SessionTransformerConfig
 from models.two_stage import TOP_K, paired_comparison, two_stage_rows
 from models.virtual_items import GenrePages
@@ -193,10 +194,12 @@ def per_query_ndcg10(
 
 
 def default_rankers(config: SessionTransformerConfig) -> list[Ranker]:
-    """The DLRM correction ranker and the LightGBM lambdarank baseline."""
+    """The DLRM correction ranker, the LightGBM lambdarank baseline, and the served ranker
+    (the logged DLRM over the serving feature set)."""
     return [
         CorrectionRanker(CorrectionRankerConfig(seed=config.seed)),
         GBMRanker(GBMRankerConfig(seed=config.seed, threads=max(1, config.threads))),
+        ServedRanker(ServedRankerConfig(seed=config.seed)),
     ]
 
 

@@ -22,16 +22,20 @@ Feature groups (names in :data:`FEATURE_NAMES`, one column each, all finite):
 - user: log history length, log seconds since the user's previous event.
 
 The serving feature set (:data:`SERVING_FEATURE_NAMES`, version :data:`SERVING_FEATURE_SET`) is
-the retriever, similarity and user groups: what the scorer can compute from what it already holds
-at request time (the ANN scores, the model's item and query vectors, the history it encoded). The
-scorer (serving.feature_log) and this module call the same group functions
-(:func:`retriever_features`, :func:`similarity_features`, :func:`user_features`), so a vector
-logged at serving time and one computed here for the same point in time are one definition.
+the retriever, similarity and user groups, what the scorer holds at request time (the ANN scores,
+the model's item and query vectors, the history it encoded), and the item state features: time
+since the item's last and first interaction and its event count, which the stream keeps in each
+item's hash (first and last time, one counter per event type) and the scorer reads per
+candidate. The scorer (serving.feature_log) and this module call the same group functions
+(:func:`retriever_features`, :func:`similarity_features`, :func:`item_state_features`,
+:func:`user_features`), so a vector logged at serving time and one computed here for the same
+point in time are one definition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +66,10 @@ FEATURE_NAMES: tuple[str, ...] = (
 SERVING_FEATURE_NAMES: tuple[str, ...] = (
     "retriever_score", "retriever_log_softmax", "retriever_log_rank",
     "sim_last", "sim_recent_mean", "sim_recent_max", "sim_query",
+    "item_log_since_last", "item_log_age", "item_log_count_all",
     "user_log_history", "user_log_gap",
 )
-SERVING_FEATURE_SET = "pit-serving-v1"
+SERVING_FEATURE_SET = "pit-serving-v2"
 """Version of :data:`SERVING_FEATURE_NAMES` and their definitions: logged with every vector, so
 a changed definition never mixes with examples computed under the old one."""
 
@@ -165,6 +170,7 @@ def candidate_features(
 
 
 def serving_candidate_features(
+    log: InteractionLog,
     item_vectors: FloatArray,
     queries: Queries,
     query_vectors: FloatArray,
@@ -174,9 +180,15 @@ def serving_candidate_features(
     """``[n_queries, k, len(SERVING_FEATURE_NAMES)]``: the serving feature set of each query's
     candidates, computed offline (the same columns :func:`candidate_features` holds)."""
     unit_items = unit_rows(item_vectors)
+    as_of = np.broadcast_to(queries.query_times[:, None], candidates.shape).astype(np.int64)
+    items, times = candidates.ravel(), as_of.ravel()
+    first, last = log.first_and_last(items, times)
+    count = log.count_between(items, np.full_like(times, log.origin), times)
+    state = item_state_features(first, last, count.astype(np.float64), times.astype(np.float64))
     parts = [
         retriever_features(retriever_scores),
         _similarity(unit_items, unit_rows(query_vectors), queries.histories, candidates),
+        state.reshape(*candidates.shape, state.shape[1]),
         _user(queries, candidates.shape[1]),
     ]
     return np.concatenate(parts, axis=2).astype(np.float32)
@@ -252,16 +264,31 @@ def _content(content: ItemContent, histories: list[IntArray], candidates: IntArr
     return np.stack([match_recent, match_history, gap], axis=2).astype(np.float32)
 
 
+def item_state_features(
+    first: Float64Array, last: Float64Array, count: Float64Array, now: Float64Array
+) -> FloatArray:
+    """``[n, 3]`` from what is known of n items at times ``now``: the time of each one's first
+    and last interaction (NaN when none) and its number of interactions. Log seconds since the
+    last one (:data:`NEVER_S` when none), log seconds since the first one (0 when none), log
+    count."""
+    since_last = np.where(np.isfinite(last), now - last, NEVER_S)
+    age = np.where(np.isfinite(first), now - first, 0.0)
+    return np.stack(
+        [np.log1p(np.maximum(since_last, 0.0)), np.log1p(np.maximum(age, 0.0)),
+         np.log1p(np.maximum(count, 0.0))], axis=1,
+    ).astype(np.float32)
+
+
 def _activity(log: InteractionLog, candidates: IntArray, as_of: IntArray) -> FloatArray:
     items, times = candidates.ravel(), as_of.ravel()
     first, last = log.first_and_last(items, times)
-    since_last = np.where(np.isfinite(last), times - last, NEVER_S)
-    age = np.where(np.isfinite(first), times - first, 0.0)
-    columns = [np.log1p(np.maximum(since_last, 0.0)), np.log1p(np.maximum(age, 0.0))]
+    count = log.count_between(items, np.full_like(times, log.origin), times)
+    state = item_state_features(first, last, count.astype(np.float64), times.astype(np.float64))
+    columns: list[npt.NDArray[np.floating[Any]]] = [state[:, 0], state[:, 1]]
     for window in WINDOWS:
         since = _window_start(window, times)
         columns.append(np.log1p(log.count_between(items, since, times)))
-    columns.append(np.log1p(log.count_between(items, np.full_like(times, log.origin), times)))
+    columns.append(state[:, 2])
     since_7d = _window_start(WINDOW_7D, times)
     recent = log.count_between(items, since_7d, times)
     total = np.maximum(log.total_between(since_7d, times), 1)

@@ -2,14 +2,15 @@
 
 The vectors are the serving feature set of models.point_in_time, computed by its own group
 functions from what the scorer holds at request time: the ANN scores of the filtered candidates
-(retrieval order), the version's item and query vectors, and the history the version encoded.
+(retrieval order), the version's item and query vectors, the history the version encoded, and
+the candidates' item state the reader fetched for them (serving.features.ItemState).
 The monitor labels the logged vectors later (streams.monitor.examples), so the ranker trains on
 the vectors it serves, never on a second implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -19,13 +20,17 @@ from models.point_in_time import (
     RECENT_ITEMS,
     SERVING_FEATURE_NAMES,
     SERVING_FEATURE_SET,
+    item_state_features,
     retriever_features,
     similarity_features,
     unit_rows,
     user_features,
 )
 from schemas.ranker_examples import ServedFeatures, encode_vectors
+from serving.features import ItemState
 from serving.model_bundle import FloatArray, History, ModelBundle
+
+_UNSEEN = ItemState(None, None, 0.0)
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,11 @@ def candidate_vectors(
     histories: Sequence[History],
     candidates: Sequence[Sequence[tuple[str, float]]],
     now: float,
+    states: Mapping[str, ItemState],
 ) -> list[CandidateVectors | None]:
     """Per request, the serving feature vectors of its `candidates` (id, ANN score), whose
-    version encoded its history into its row of `queries`; None for a request with no
+    version encoded its history into its row of `queries`, with the candidates' item `states`
+    (an item missing there has none yet); None for a request with no
     candidate to describe. Requests with the same number of candidates (most of a group's) are
     computed in one vectorised pass: per request, the small array calls cost more than their
     arithmetic."""
@@ -60,7 +67,8 @@ def candidate_vectors(
     out: list[CandidateVectors | None] = [None] * len(known)
     for rows in by_count.values():
         matrices = _matrices(
-            bundle, queries[rows], [histories[r] for r in rows], [known[r] for r in rows], now
+            bundle, queries[rows], [histories[r] for r in rows], [known[r] for r in rows], now,
+            states,
         )
         for row, matrix in zip(rows, matrices, strict=True):
             out[row] = CandidateVectors(
@@ -75,6 +83,7 @@ def _matrices(
     histories: Sequence[History],
     known: Sequence[Sequence[tuple[str, float]]],
     now: float,
+    states: Mapping[str, ItemState],
 ) -> FloatArray:
     """``[q, k, len(SERVING_FEATURE_NAMES)]`` for q requests of k known candidates each."""
     q, k = len(known), len(known[0])
@@ -95,12 +104,21 @@ def _matrices(
     ).astype(np.float32)
     scores = np.array([[s for _, s in kept] for kept in known], dtype=np.float32)
     last = np.array([h[-1][1] if h else now for h in histories], dtype=np.float64)
+    item = [states.get(i, _UNSEEN) for kept in known for i, _ in kept]
+    nan = float("nan")
+    item_state = item_state_features(
+        np.array([nan if s.first_ts is None else s.first_ts for s in item], dtype=np.float64),
+        np.array([nan if s.last_ts is None else s.last_ts for s in item], dtype=np.float64),
+        np.array([s.events for s in item], dtype=np.float64),
+        np.full(q * k, now, dtype=np.float64),
+    )
     parts = [
         retriever_features(scores),
         # A MIPS query carries a constant column past the item space (models.retrieval): the
         # similarity compares within the item space.
         similarity_features(vectors[: q * k].reshape(q, k, dim), recent_vectors, present,
                             unit_rows(queries[:, :dim])),
+        item_state.reshape(q, k, item_state.shape[1]),
         user_features(np.array([len(h) for h in histories], dtype=np.float64), last,
                       np.full(q, now, dtype=np.float64), k),
     ]

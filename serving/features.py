@@ -3,7 +3,10 @@
 Per request: the user's and the session's recent events and counters. Per batch, when their
 cached copies are older than the refresh interval: the unavailable items, the operator's rules
 and the recent-popularity list (cold start). Item categories, needed only by category filters and
-rules, come from a process cache filled in one extra round trip for items it has not seen.
+rules, come from a process cache filled in one extra round trip for items it has not seen. The
+ranking stage's item state (first and last interaction time, event count) is read per item by
+`item_states`, which the scorer's in-memory table (serving/item_state_table.py) calls off the
+request path.
 
 Keys follow streams/features/keys.py (written by the feature worker); the serving configuration
 lives under `<prefix>cfg:{serving}:...` and is written by operators, never by the scorer (its
@@ -25,6 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
 from streams.features.definitions import POPULARITY_SHARDS
@@ -37,6 +43,8 @@ logger = logging.getLogger(__name__)
 USER_FIELDS = ("last_ts", "lag_ms", "n_view", "n_click", "n_cart", "n_purchase")
 COUNTER_FIELDS = USER_FIELDS[2:]
 SESSION_FIELDS = ("last_ts", "n")
+ITEM_STATE_FIELDS = ("first_ts", "last_ts", *COUNTER_FIELDS)
+"""An item hash's first and last interaction time and its counter per event type."""
 MAX_CACHED_CATEGORIES = 2_000_000
 """Bounded memory: past this many items the category cache starts over (and refills)."""
 PREVIOUS_HOUR_WEIGHT = 0.5
@@ -96,10 +104,22 @@ class RoundTrip(Protocol):
     def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
+class ItemState(NamedTuple):
+    """What the stream knows of an item now (its hash `i:{id}`); times None when it has no
+    interaction yet."""
+
+    first_ts: float | None
+    last_ts: float | None
+    events: float
+    """Interactions of every type."""
+
+
 class FeatureReader(Protocol):
     def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures: ...
 
     def categories(self, item_ids: Sequence[str]) -> dict[str, str]: ...
+
+    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]: ...
 
 
 def _text(raw: Any) -> str | None:
@@ -285,9 +305,59 @@ class RedisFeatureReader:
                 self._categories[item_id] = _text(raw) or ""
         return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
 
+    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
+        """The state of each distinct item of `item_ids` now, in one round trip."""
+        distinct = list(dict.fromkeys(item_ids))
+        if not distinct:
+            return {}
+        replies = self._execute(
+            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS) for item_id in distinct]
+        )
+        return {i: item_state(reply) for i, reply in zip(distinct, replies, strict=True)}
+
     def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
         for start in range(0, len(item_ids), chunk):
             self.categories(item_ids[start : start + chunk])
+
+
+def item_state(fields: Sequence[Any]) -> ItemState:
+    """An item hash's ITEM_STATE_FIELDS (HMGET) as its state. The feature script writes the
+    times and counters as plain numbers, so the common case is parsed straight from the bytes
+    (a hundred candidates a request); anything else goes through the tolerant parse."""
+    first, last, *counters = fields
+    try:
+        return ItemState(
+            None if first is None else _finite(float(first)),
+            None if last is None else _finite(float(last)),
+            float(sum(int(n) for n in counters if n is not None)),
+        )
+    except ValueError:
+        return ItemState(_number(first), _number(last), sum(_number(n) or 0.0 for n in counters))
+
+
+def item_state_arrays(replies: Sequence[Sequence[Any]]) -> tuple[
+    npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]
+]:
+    """Item hashes' ITEM_STATE_FIELDS (HMGET replies) as first times, last times (NaN when
+    none) and event counts, parsed in one numpy pass (the item state table re-reads thousands
+    a second); a value that is not a number falls back to `item_state`'s tolerant parse."""
+    flat = [b"nan" if v is None else v for reply in replies for v in reply]
+    try:
+        values = np.array(flat, dtype=np.bytes_).astype(np.float64)
+    except ValueError:
+        states = [item_state(reply) for reply in replies]
+        return (np.array([np.nan if s.first_ts is None else s.first_ts for s in states]),
+                np.array([np.nan if s.last_ts is None else s.last_ts for s in states]),
+                np.array([s.events for s in states]))
+    values = values.reshape(len(replies), len(ITEM_STATE_FIELDS))
+    times = np.where(np.isfinite(values[:, :2]), values[:, :2], np.nan)
+    return times[:, 0].copy(), times[:, 1].copy(), np.nansum(values[:, 2:], axis=1)
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
 
 
 def _hours(replies: list[Any]) -> tuple[list[Any], list[Any]]:

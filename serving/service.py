@@ -39,6 +39,12 @@ from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
+from serving.item_state_table import (
+    ItemStateTable,
+    PackedStateReads,
+    ReadStates,
+    state_arrays,
+)
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
 from serving.ranker_slot import RankerSlot
@@ -49,6 +55,7 @@ from serving.responses import error_response, rejection_answer
 from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
+from streams.features.keys import FeatureKeys
 from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
@@ -134,6 +141,19 @@ class ScorerService:
             refresh_s=settings.config_refresh_s,
             reads=self._read_pipeline(settings, redis_client),
         )
+        # The item state table's readers: redis-py's (thread-safe) loads a version's items on
+        # the updates thread; a lean pipeline of its own serves the refresh thread.
+        prefix = settings.redis.key_prefix
+        self._load_item_states = state_arrays(RedisFeatureReader(redis_client, prefix).item_states)
+        refresh_reads = self._read_pipeline(settings, redis_client)
+        self._refresh_item_states_from: ReadStates = (
+            PackedStateReads(refresh_reads, FeatureKeys(prefix))
+            if isinstance(refresh_reads, ReadPipeline)
+            else state_arrays(RedisFeatureReader(redis_client, prefix,
+                                                 reads=refresh_reads).item_states)
+        )
+        self.item_states = ItemStateTable(settings.item_state_reads_per_s)
+        self._stop_refresh = threading.Event()
         self.registry = ModelRegistry(loader or self._load, settings.canary.share)
         self.judge = CanaryJudge(settings.canary)
         self._judge_lock = threading.Lock()
@@ -147,6 +167,7 @@ class ScorerService:
             history_length=settings.history_length,
             logged_candidates=settings.logged_candidates,
             ranker=self.ranker.current,
+            item_states=self.item_states.states,
         )
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
@@ -242,9 +263,19 @@ class ScorerService:
             cpu_runtime=self.settings.encoder_cpu_runtime,
             sha256=update.sha256,
         )
-        # Categories of the whole catalog up front, so filters never wait on a cold cache.
-        self.reader.warm_categories([i for i in bundle.item_ids if i])
+        # Categories and item states of the whole catalog up front, so filters never wait on a
+        # cold cache and the ranking stage describes every candidate from its first request.
+        items = [i for i in bundle.item_ids if i]
+        self.reader.warm_categories(items)
+        self.item_states.load(self._load_item_states, items)
         return bundle
+
+    def _refresh_item_states(self) -> None:
+        try:
+            self.item_states.refresh(self._refresh_item_states_from, self._stop_refresh)
+        except Exception:
+            logger.exception("item state refresh crashed")
+            raise
 
     # -- handlers -----------------------------------------------------------------------------
 
@@ -357,6 +388,11 @@ class ScorerService:
             thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        refresh = threading.Thread(
+            target=self._refresh_item_states, name="scorer-item-states", daemon=True
+        )
+        refresh.start()
+        self._threads.append(refresh)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
 
     def healthy(self) -> bool:
@@ -374,6 +410,7 @@ class ScorerService:
     def stop(self) -> None:
         for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):
             loop.stop()
+        self._stop_refresh.set()
         for thread in self._threads:
             thread.join(timeout=30)
         for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):

@@ -84,6 +84,12 @@ class ServeSettings(ServiceSettings):
         100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
         "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
     )
+    item_state_reads_per_s: float = Field(
+        10_000.0, gt=0, le=1_000_000, description="Items per second whose state (first and "
+        "last interaction time, event count) the scorer re-reads in the background for the "
+        "ranking stage's features: a state is at most catalog size / this old (10 s for "
+        "100,000 items). Each costs Redis one HMGET and the scorer about 4 us of CPU.",
+    )
     popularity_candidates: int = Field(500, ge=1, le=5000)
     popularity_refresh_s: float = Field(1.0, gt=0, le=3600)
     config_refresh_s: float = Field(

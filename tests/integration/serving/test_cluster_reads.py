@@ -111,6 +111,9 @@ def test_the_scorer_reads_on_the_cluster_what_it_reads_on_one_redis(
         items = sorted({p.event.item_id for p in events})
         assert clustered.categories(items) == single.categories(items)
         assert len(clustered.categories(items)) > 100
+        states = single.item_states(items)
+        assert clustered.item_states(items) == states == lean.item_states(items)
+        assert sum(s.events for s in states.values()) == len(events)
         # The batch really spans the cluster: its users' keys live on every master.
         keys = FeatureKeys(prefix)
         assert isinstance(cluster_admin, redis.RedisCluster)

@@ -29,7 +29,7 @@ def test_report_has_every_model_and_metric_and_is_json() -> None:
     assert report["exclude_seen"] is True
     assert set(report["models"]) == {
         "popularity", "recent_popularity", "item_knn", "markov", "session_transformer",
-        "two_stage_dlrm", "two_stage_gbm",
+        "two_stage_dlrm", "two_stage_gbm", "two_stage_served",
     }
     for metrics in report["models"].values():
         assert {"hr@10", "ndcg@10", "recall@20", "mrr@20", "train_s"} <= set(metrics)
@@ -51,7 +51,7 @@ def test_two_stage_rows_compare_paired_with_the_transformer() -> None:
     transformer = report["models"]["session_transformer"]
     assert 0.0 <= transformer["ndcg@10"] <= transformer["recall@100"] <= 1.0
     assert report["two_stage"]["recall@100"] == transformer["recall@100"]
-    for name in ("two_stage_dlrm", "two_stage_gbm"):
+    for name in ("two_stage_dlrm", "two_stage_gbm", "two_stage_served"):
         row = report["models"][name]
         assert 0.0 <= row["ndcg@10"] <= row["hr@10"] <= transformer["recall@100"]
         versus = row["vs_transformer"]

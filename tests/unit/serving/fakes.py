@@ -9,7 +9,7 @@ import numpy as np
 
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
-from serving.features import BatchFeatures, Interaction, ServingConfig, UserContext
+from serving.features import BatchFeatures, Interaction, ItemState, ServingConfig, UserContext
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
 from serving.ordering import BusinessRules
 from serving.registry import Deployment
@@ -110,8 +110,10 @@ class FakeReader:
         unavailable: frozenset[str] = frozenset(),
         rules: BusinessRules | None = None,
         categories: dict[str, str] | None = None,
+        item_states: dict[str, ItemState] | None = None,
     ) -> None:
         self.contexts = contexts or {}
+        self.item_state_map = item_states or {}
         self.popular = list(popular)
         self.config = ServingConfig(unavailable, rules)
         self.category_map = categories or {}
@@ -124,3 +126,6 @@ class FakeReader:
 
     def categories(self, item_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.category_map[i] for i in item_ids if i in self.category_map}
+
+    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
+        return {i: self.item_state_map[i] for i in item_ids if i in self.item_state_map}

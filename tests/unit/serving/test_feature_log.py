@@ -7,6 +7,7 @@ import numpy as np
 from models.item_content import ItemContent
 from models.point_in_time import (
     FEATURE_NAMES,
+    NEVER_S,
     SERVING_FEATURE_NAMES,
     SERVING_FEATURE_SET,
     InteractionLog,
@@ -17,7 +18,7 @@ from models.sequences import Queries
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
 from serving.feature_log import PublishedRanker, candidate_vectors
-from serving.features import Interaction, UserContext
+from serving.features import Interaction, ItemState, UserContext
 from serving.ordering import BusinessRules
 from serving.registry import Routing
 from serving.scorer import Scorer
@@ -29,6 +30,20 @@ HISTORIES = {
     "short": [(3, NOW - 4000), (17, NOW - 900), (8, NOW - 30)],
     "long": [(n, NOW - 100 * (12 - j)) for j, n in enumerate([5, 9, 2, 40, 33, 21, 7, 12])],
 }
+OTHERS = [(n, NOW - 37 * n * (1 + n % 4)) for n in range(1, 60) if n % 3] + [(4, NOW - 5)]
+"""Other users' events, before the requests: the candidates' item state."""
+EVENTS = [*OTHERS, *(e for h in HISTORIES.values() for e in h)]
+LOG = InteractionLog.from_events(
+    np.array([i for i, _ in EVENTS], dtype=np.int64), np.array([t for _, t in EVENTS], np.int64)
+)
+
+
+def _item_states() -> dict[str, ItemState]:
+    """What the stream's item hashes hold after EVENTS (first and last time, count)."""
+    times: dict[str, list[float]] = {}
+    for item, ts in EVENTS:
+        times.setdefault(f"i{item}", []).append(float(ts))
+    return {i: ItemState(min(t), max(t), float(len(t))) for i, t in times.items()}
 
 
 def _context(user: str) -> UserContext:
@@ -39,7 +54,7 @@ def _context(user: str) -> UserContext:
 
 def _served() -> tuple[dict[str, ServedFeatures], VectorRecommender]:
     live = deployment("1.0")
-    reader = FakeReader({u: _context(u) for u in HISTORIES})
+    reader = FakeReader({u: _context(u) for u in HISTORIES}, item_states=_item_states())
     scorer = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
                     clock=lambda: float(NOW))
     answers = scorer.score_batch([request(u, k=6) for u in HISTORIES])
@@ -78,8 +93,11 @@ def test_the_logged_vector_equals_the_offline_point_in_time_vector() -> None:
     logged, recommender = _served()
     queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
     offline = serving_candidate_features(
-        recommender.vectors, queries, query_vectors, candidates, scores
+        LOG, recommender.vectors, queries, query_vectors, candidates, scores
     )
+    since_last = offline[:, :, SERVING_FEATURE_NAMES.index("item_log_since_last")]
+    # Some candidates have an item state and some none: both paths are compared.
+    assert (since_last < np.log1p(NEVER_S) - 1).any() and (since_last > 20).any()
     for row, user in enumerate(HISTORIES):
         record = logged[user]
         assert record.feature_set == SERVING_FEATURE_SET
@@ -92,11 +110,7 @@ def test_the_serving_set_is_the_evaluations_own_columns() -> None:
     logged, recommender = _served()
     queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
     n_items = recommender.vectors.shape[0] - 1
-    log = InteractionLog.from_events(
-        np.array([i for h in HISTORIES.values() for i, _ in h], dtype=np.int64),
-        np.array([t for h in HISTORIES.values() for _, t in h], dtype=np.int64),
-    )
-    full = candidate_features(log, ItemContent.empty(n_items), recommender.vectors, queries,
+    full = candidate_features(LOG, ItemContent.empty(n_items), recommender.vectors, queries,
                               query_vectors, candidates, scores)
     columns = [FEATURE_NAMES.index(name) for name in SERVING_FEATURE_NAMES]
     for row, user in enumerate(HISTORIES):
@@ -158,11 +172,12 @@ def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() 
         [("not-in-the-model", 0.3)],
     ]
     queries = bundle.recommender.item_vectors(np.arange(1, 5))  # any query vectors will do
-    together = candidate_vectors(bundle, queries, histories, candidates, float(NOW))
+    states = _item_states()
+    together = candidate_vectors(bundle, queries, histories, candidates, float(NOW), states)
     assert together[3] is None
     for row in range(3):
         alone = candidate_vectors(
-            bundle, queries[[row]], [histories[row]], [candidates[row]], float(NOW)
+            bundle, queries[[row]], [histories[row]], [candidates[row]], float(NOW), states
         )[0]
         mine = together[row]
         assert alone is not None and mine is not None

@@ -98,4 +98,5 @@ def test_redis_killed_mid_stream_and_restarted_from_its_aof_ends_in_the_oracle_s
         worker.stop()
     assert applied_at_kill[-1] < EVENTS  # the last kill came before the stream was drained
     expected = expected_state(connection, positioned)
-    assert differences(read_state(admin, connection.key_prefix), expected) == []
+    diff = differences(read_state(admin, connection.key_prefix), expected)
+    assert diff == [], f"{diff}\nworker log tail:\n{_tail(tmp_path)}"

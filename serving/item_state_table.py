@@ -1,0 +1,166 @@
+"""Every catalog item's state, in memory, for the ranking stage; refreshed in the background.
+
+The ranking stage describes each request's candidates (a hundred by default) by their item state
+(first and last interaction time, event count: serving.features.ItemState). Reading those per
+batch would put a second Redis round trip on the request path, a large one, queued behind the
+feature worker's scripts. So the scorer keeps the state of every item its model versions know
+in this table: a version's items are loaded before it serves (`load`), and a background thread
+re-reads them a chunk at a time at `reads_per_s` (`refresh`), so a request only looks states
+up. A state is at most one sweep old: the table's size over `reads_per_s` (10 s for 100,000
+items at the default), plus the read's own wait.
+
+Cheap to keep fresh, because the refresh shares the scorer's CPU and interpreter lock with the
+request thread: the states live in three float arrays indexed through one dict, not as an
+object per item (a table of objects replaced continuously keeps the garbage collector walking
+them, pauses measured in the request p99), and on one Redis the refresh sends each chunk's
+commands packed once and parses the replies in one numpy pass (`PackedStateReads`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from redis.exceptions import RedisError
+
+from serving.features import ITEM_STATE_FIELDS, ItemState, item_state_arrays
+from serving.read_pipeline import ReadPipeline
+from streams.features.keys import FeatureKeys
+from streams.redis.resp import pack
+
+logger = logging.getLogger(__name__)
+
+Float64Array = npt.NDArray[np.float64]
+StateArrays = tuple[Float64Array, Float64Array, Float64Array]
+"""First times, last times (NaN: no interaction yet) and event counts, in the items' order."""
+ReadStates = Callable[[Sequence[str]], StateArrays]
+"""Reads the current state of the given items from Redis."""
+CHUNK = 5000
+"""Items per read: one round trip each."""
+RETRY_S = 1.0
+"""Wait after a failed read before the next chunk."""
+MAX_PACKED_CHUNKS = 10_000
+"""Bounded memory of `PackedStateReads` (about 40 kB a chunk): past it, packing starts over."""
+
+
+def state_arrays(read: Callable[[Sequence[str]], dict[str, ItemState]]) -> ReadStates:
+    """A reader of ItemState objects (RedisFeatureReader.item_states) as a ReadStates."""
+
+    def arrays(item_ids: Sequence[str]) -> StateArrays:
+        states = read(item_ids)
+        ordered = [states[i] for i in item_ids]
+        return (np.array([math.nan if s.first_ts is None else s.first_ts for s in ordered]),
+                np.array([math.nan if s.last_ts is None else s.last_ts for s in ordered]),
+                np.array([s.events for s in ordered], dtype=np.float64))
+
+    return arrays
+
+
+class PackedStateReads:
+    """Chunks of item hashes read through one lean pipeline of their own (the refresh thread's),
+    each chunk's HMGETs packed once: a sweep re-reads the same chunks."""
+
+    def __init__(self, pipeline: ReadPipeline, keys: FeatureKeys) -> None:
+        self._pipeline = pipeline
+        self._keys = keys
+        self._packed: dict[tuple[str, ...], bytes] = {}
+
+    def __call__(self, item_ids: Sequence[str]) -> StateArrays:
+        chunk = tuple(item_ids)
+        payload = self._packed.get(chunk)
+        if payload is None:
+            if len(self._packed) >= MAX_PACKED_CHUNKS:
+                self._packed.clear()
+            payload = self._packed[chunk] = pack(
+                [("HMGET", self._keys.item(i), *ITEM_STATE_FIELDS) for i in chunk]
+            )
+        replies: list[Any] = self._pipeline.execute_packed(payload, len(chunk))
+        return item_state_arrays(replies)
+
+
+class _View(NamedTuple):
+    ids: list[str]
+    """Row r holds ids[r]; rows are only ever appended."""
+    rows: dict[str, int]
+    first: Float64Array
+    last: Float64Array
+    events: Float64Array
+
+
+class ItemStateTable:
+    def __init__(self, reads_per_s: float, chunk: int = CHUNK) -> None:
+        self._view = _View([], {}, np.empty(0), np.empty(0), np.empty(0))
+        self._reads_per_s = reads_per_s
+        self._chunk = chunk
+        self._lock = threading.Lock()
+        """Serialises writers (a load and the refresh); lookups read without it."""
+
+    def __len__(self) -> int:
+        return len(self._view.ids)
+
+    def states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
+        """The known states of `item_ids` (an item not loaded yet is absent)."""
+        view = self._view
+        get = view.rows.get
+        out = {}
+        for item_id in item_ids:
+            row = get(item_id)
+            if row is not None:
+                first, last = float(view.first[row]), float(view.last[row])
+                out[item_id] = ItemState(None if math.isnan(first) else first,
+                                         None if math.isnan(last) else last,
+                                         float(view.events[row]))
+        return out
+
+    def load(self, read: ReadStates, item_ids: Sequence[str]) -> None:
+        """Reads the states of `item_ids` now, at full speed (before a version serves); items
+        the table did not hold yet join it."""
+        with self._lock:
+            view = self._view
+            new = [i for i in dict.fromkeys(item_ids) if i not in view.rows]
+            if new:
+                start = len(view.ids)
+                pad = np.full(len(new), np.nan)
+                view = _View(
+                    view.ids + new,
+                    {**view.rows, **{i: start + k for k, i in enumerate(new)}},
+                    np.concatenate([view.first, pad]), np.concatenate([view.last, pad]),
+                    np.concatenate([view.events, np.zeros(len(new))]),
+                )
+            for start in range(0, len(item_ids), self._chunk):
+                chunk = item_ids[start : start + self._chunk]
+                rows = [view.rows[i] for i in chunk]
+                view.first[rows], view.last[rows], view.events[rows] = read(chunk)
+            self._view = view
+
+    def refresh(self, read: ReadStates, stop: threading.Event) -> None:
+        """Re-reads the table's items, chunk by chunk at `reads_per_s`, sweep after sweep, until
+        `stop` is set. A failed read is logged and its chunk left as it was (the next sweep
+        reads it again)."""
+        pause = self._chunk / self._reads_per_s
+        while not stop.is_set():
+            ids = self._view.ids
+            if not ids:
+                stop.wait(pause)
+                continue
+            for start in range(0, len(ids), self._chunk):
+                began = time.monotonic()
+                end = min(start + self._chunk, len(ids))
+                try:
+                    first, last, events = read(ids[start:end])
+                except RedisError as error:
+                    logger.warning("item state refresh failed error=%s", type(error).__name__)
+                    stop.wait(RETRY_S)
+                else:
+                    with self._lock:
+                        view = self._view  # a load may have grown it: rows stay where they were
+                        view.first[start:end], view.last[start:end] = first, last
+                        view.events[start:end] = events
+                if stop.wait(max(0.0, pause - (time.monotonic() - began))):
+                    return

@@ -1,0 +1,72 @@
+"""The item state table: lookups of what was loaded, refreshed chunk by chunk in the background."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+
+import redis
+
+from serving.features import ItemState, item_state, item_state_arrays
+from serving.item_state_table import ItemStateTable, StateArrays, state_arrays
+
+
+class _Store:
+    """Item states by id, read as Redis would answer (an unknown item has no state yet)."""
+
+    def __init__(self, states: dict[str, ItemState], fail_reads: int = 0) -> None:
+        self.states = states
+        self.reads: list[list[str]] = []
+        self.fail_reads = fail_reads
+
+    def read(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
+        self.reads.append(list(item_ids))
+        if self.fail_reads:
+            self.fail_reads -= 1
+            raise redis.ConnectionError("down")
+        return {i: self.states.get(i, ItemState(None, None, 0.0)) for i in item_ids}
+
+
+def test_a_loaded_catalog_is_looked_up_without_reads() -> None:
+    store = _Store({"a": ItemState(1.0, 2.0, 3.0)})
+    table = ItemStateTable(reads_per_s=1e6, chunk=2)
+    table.load(state_arrays(store.read), ["a", "b", "c"])
+    assert store.reads == [["a", "b"], ["c"]]
+    assert table.states(["a", "c", "unknown"]) == {
+        "a": ItemState(1.0, 2.0, 3.0), "c": ItemState(None, None, 0.0)
+    }
+    assert len(store.reads) == 2
+
+
+def test_the_refresh_rereads_the_catalog_until_stopped_and_outlives_a_failed_read() -> None:
+    store = _Store({"a": ItemState(1.0, 2.0, 3.0)}, fail_reads=1)
+    table = ItemStateTable(reads_per_s=1e6, chunk=2)
+    table.load(state_arrays(lambda ids: {i: ItemState(0.0, 0.0, 0.0) for i in ids}),
+               ["a", "b", "c"])
+    stop = threading.Event()
+
+    def read(item_ids: Sequence[str]) -> StateArrays:
+        if len(store.reads) >= 5:
+            stop.set()
+        return state_arrays(store.read)(item_ids)
+
+    table.refresh(read, stop)
+    # The failed chunk is read again on the next sweep.
+    assert store.reads[:3] == [["a", "b"], ["c"], ["a", "b"]]
+    assert table.states(["a", "b"]) == {
+        "a": ItemState(1.0, 2.0, 3.0), "b": ItemState(None, None, 0.0)
+    }
+
+
+def test_hmget_replies_parse_into_arrays_as_item_state_parses_them() -> None:
+    replies: list[list[bytes | None]] = [
+        [b"100.000", b"200.500", b"2", None, b"1", None],
+        [None, None, None, None, None, None],
+        [b"5.000", b"not-a-time", b"1", b"1", b"1", b"1"],
+    ]
+    first, last, events = item_state_arrays(replies)
+    expected = [item_state(r) for r in replies]
+    assert [None if math.isnan(f) else f for f in first] == [s.first_ts for s in expected]
+    assert [None if math.isnan(t) else t for t in last] == [s.last_ts for s in expected]
+    assert events.tolist() == [s.events for s in expected] == [3.0, 0.0, 4.0]
