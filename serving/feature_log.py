@@ -10,7 +10,7 @@ the vectors it serves, never on a second implementation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -27,10 +27,8 @@ from models.point_in_time import (
     user_features,
 )
 from schemas.ranker_examples import ServedFeatures, encode_vectors
-from serving.features import ItemState
+from serving.features import StateArrays
 from serving.model_bundle import FloatArray, History, ModelBundle
-
-_UNSEEN = ItemState(None, None, 0.0)
 
 
 @dataclass(frozen=True)
@@ -51,11 +49,11 @@ def candidate_vectors(
     histories: Sequence[History],
     candidates: Sequence[Sequence[tuple[str, float]]],
     now: float,
-    states: Mapping[str, ItemState],
+    states: Callable[[Sequence[str]], StateArrays],
 ) -> list[CandidateVectors | None]:
     """Per request, the serving feature vectors of its `candidates` (id, ANN score), whose
-    version encoded its history into its row of `queries`, with the candidates' item `states`
-    (an item missing there has none yet); None for a request with no
+    version encoded its history into its row of `queries`, with the candidates' item state as
+    `states` looks it up; None for a request with no
     candidate to describe. Requests with the same number of candidates (most of a group's) are
     computed in one vectorised pass: per request, the small array calls cost more than their
     arithmetic."""
@@ -83,7 +81,7 @@ def _matrices(
     histories: Sequence[History],
     known: Sequence[Sequence[tuple[str, float]]],
     now: float,
-    states: Mapping[str, ItemState],
+    states: Callable[[Sequence[str]], StateArrays],
 ) -> FloatArray:
     """``[q, k, len(SERVING_FEATURE_NAMES)]`` for q requests of k known candidates each."""
     q, k = len(known), len(known[0])
@@ -104,14 +102,8 @@ def _matrices(
     ).astype(np.float32)
     scores = np.array([[s for _, s in kept] for kept in known], dtype=np.float32)
     last = np.array([h[-1][1] if h else now for h in histories], dtype=np.float64)
-    item = [states.get(i, _UNSEEN) for kept in known for i, _ in kept]
-    nan = float("nan")
-    item_state = item_state_features(
-        np.array([nan if s.first_ts is None else s.first_ts for s in item], dtype=np.float64),
-        np.array([nan if s.last_ts is None else s.last_ts for s in item], dtype=np.float64),
-        np.array([s.events for s in item], dtype=np.float64),
-        np.full(q * k, now, dtype=np.float64),
-    )
+    first, latest, events = states([i for kept in known for i, _ in kept])
+    item_state = item_state_features(first, latest, events, np.full(q * k, now, dtype=np.float64))
     parts = [
         retriever_features(scores),
         # A MIPS query carries a constant column past the item space (models.retrieval): the

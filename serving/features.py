@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -112,6 +112,29 @@ class ItemState(NamedTuple):
     last_ts: float | None
     events: float
     """Interactions of every type."""
+
+
+_NO_STATE = ItemState(None, None, 0.0)
+
+
+StateArrays = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+"""Items' first times, last times (NaN: no interaction yet) and event counts, in their order."""
+
+
+def state_arrays(
+    read: Callable[[Sequence[str]], Mapping[str, ItemState]],
+) -> Callable[[Sequence[str]], StateArrays]:
+    """A reader of ItemState objects (RedisFeatureReader.item_states) as arrays in the items'
+    order; an item it does not answer for has no interaction yet."""
+
+    def arrays(item_ids: Sequence[str]) -> StateArrays:
+        states = read(item_ids)
+        ordered = [states.get(i, _NO_STATE) for i in item_ids]
+        return (np.array([math.nan if s.first_ts is None else s.first_ts for s in ordered]),
+                np.array([math.nan if s.last_ts is None else s.last_ts for s in ordered]),
+                np.array([s.events for s in ordered], dtype=np.float64))
+
+    return arrays
 
 
 class FeatureReader(Protocol):
@@ -335,9 +358,7 @@ def item_state(fields: Sequence[Any]) -> ItemState:
         return ItemState(_number(first), _number(last), sum(_number(n) or 0.0 for n in counters))
 
 
-def item_state_arrays(replies: Sequence[Sequence[Any]]) -> tuple[
-    npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]
-]:
+def item_state_arrays(replies: Sequence[Sequence[Any]]) -> StateArrays:
     """Item hashes' ITEM_STATE_FIELDS (HMGET replies) as first times, last times (NaN when
     none) and event counts, parsed in one numpy pass (the item state table re-reads thousands
     a second); a value that is not a number falls back to `item_state`'s tolerant parse."""

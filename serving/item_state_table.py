@@ -19,7 +19,6 @@ commands packed once and parses the replies in one numpy pass (`PackedStateReads
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from serving.features import ITEM_STATE_FIELDS, ItemState, item_state_arrays
+from serving.features import ITEM_STATE_FIELDS, StateArrays, item_state_arrays
 from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys
 from streams.redis.resp import pack
@@ -37,8 +36,6 @@ from streams.redis.resp import pack
 logger = logging.getLogger(__name__)
 
 Float64Array = npt.NDArray[np.float64]
-StateArrays = tuple[Float64Array, Float64Array, Float64Array]
-"""First times, last times (NaN: no interaction yet) and event counts, in the items' order."""
 ReadStates = Callable[[Sequence[str]], StateArrays]
 """Reads the current state of the given items from Redis."""
 CHUNK = 5000
@@ -47,19 +44,6 @@ RETRY_S = 1.0
 """Wait after a failed read before the next chunk."""
 MAX_PACKED_CHUNKS = 10_000
 """Bounded memory of `PackedStateReads` (about 40 kB a chunk): past it, packing starts over."""
-
-
-def state_arrays(read: Callable[[Sequence[str]], dict[str, ItemState]]) -> ReadStates:
-    """A reader of ItemState objects (RedisFeatureReader.item_states) as a ReadStates."""
-
-    def arrays(item_ids: Sequence[str]) -> StateArrays:
-        states = read(item_ids)
-        ordered = [states[i] for i in item_ids]
-        return (np.array([math.nan if s.first_ts is None else s.first_ts for s in ordered]),
-                np.array([math.nan if s.last_ts is None else s.last_ts for s in ordered]),
-                np.array([s.events for s in ordered], dtype=np.float64))
-
-    return arrays
 
 
 class PackedStateReads:
@@ -104,19 +88,19 @@ class ItemStateTable:
     def __len__(self) -> int:
         return len(self._view.ids)
 
-    def states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
-        """The known states of `item_ids` (an item not loaded yet is absent)."""
+    def states(self, item_ids: Sequence[str]) -> StateArrays:
+        """The states of `item_ids`, in their order; an item not loaded yet has none (NaN
+        times, no events)."""
         view = self._view
         get = view.rows.get
-        out = {}
-        for item_id in item_ids:
-            row = get(item_id)
-            if row is not None:
-                first, last = float(view.first[row]), float(view.last[row])
-                out[item_id] = ItemState(None if math.isnan(first) else first,
-                                         None if math.isnan(last) else last,
-                                         float(view.events[row]))
-        return out
+        rows = np.fromiter((get(i, -1) for i in item_ids), dtype=np.int64, count=len(item_ids))
+        known = rows >= 0
+        if not view.ids:
+            return (np.full(len(rows), np.nan), np.full(len(rows), np.nan),
+                    np.zeros(len(rows)))
+        at = np.where(known, rows, 0)
+        return (np.where(known, view.first[at], np.nan), np.where(known, view.last[at], np.nan),
+                np.where(known, view.events[at], 0.0))
 
     def load(self, read: ReadStates, item_ids: Sequence[str]) -> None:
         """Reads the states of `item_ids` now, at full speed (before a version serves); items

@@ -27,7 +27,13 @@ from serving.feature_log import (
     rerank,
     served_features,
 )
-from serving.features import BatchFeatures, FeatureReader, ItemState, UserContext
+from serving.features import (
+    BatchFeatures,
+    FeatureReader,
+    StateArrays,
+    UserContext,
+    state_arrays,
+)
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
 from serving.ordering import BusinessRules, Ranked, order
@@ -81,7 +87,7 @@ class Scorer:
         clock: Callable[[], float] = time.time,
         logged_candidates: int = 100,
         ranker: Callable[[], PublishedRanker | None] = lambda: None,
-        item_states: Callable[[Sequence[str]], Mapping[str, ItemState]] | None = None,
+        item_states: Callable[[Sequence[str]], StateArrays] | None = None,
     ) -> None:
         self.reader = reader
         self.routing = routing
@@ -94,7 +100,7 @@ class Scorer:
         published ranker re-orders these (it scores their vectors)."""
         self.ranker = ranker
         """The gate's current ranker (None: serve retrieval order); one snapshot per batch."""
-        self.item_states = item_states or reader.item_states
+        self.item_states = item_states or state_arrays(reader.item_states)
         """The candidates' item states for the ranking stage (the scorer service passes its
         in-memory table's lookup; by default they are read per batch)."""
 
@@ -242,9 +248,8 @@ class Scorer:
         logged: list[CandidateVectors | None] = [None] * len(filtered)
         if self.logged_candidates:
             described = [kept[: self.logged_candidates] for kept in filtered]
-            states = self.item_states([i for kept in described for i, _ in kept])
             logged = candidate_vectors(bundle, found.queries, group.histories, described, now,
-                                       states)
+                                       self.item_states)
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
             dense = dense_features(contexts, now)

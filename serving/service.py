@@ -38,13 +38,8 @@ from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_FEATURES, REC_REQUEST
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
-from serving.features import RedisFeatureReader
-from serving.item_state_table import (
-    ItemStateTable,
-    PackedStateReads,
-    ReadStates,
-    state_arrays,
-)
+from serving.features import RedisFeatureReader, state_arrays
+from serving.item_state_table import ItemStateTable, PackedStateReads, ReadStates
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
 from serving.ranker_slot import RankerSlot

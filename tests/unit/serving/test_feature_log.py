@@ -18,7 +18,7 @@ from models.sequences import Queries
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
 from serving.feature_log import PublishedRanker, candidate_vectors
-from serving.features import Interaction, ItemState, UserContext
+from serving.features import Interaction, ItemState, UserContext, state_arrays
 from serving.ordering import BusinessRules
 from serving.registry import Routing
 from serving.scorer import Scorer
@@ -172,7 +172,7 @@ def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() 
         [("not-in-the-model", 0.3)],
     ]
     queries = bundle.recommender.item_vectors(np.arange(1, 5))  # any query vectors will do
-    states = _item_states()
+    states = state_arrays(lambda _: _item_states())
     together = candidate_vectors(bundle, queries, histories, candidates, float(NOW), states)
     assert together[3] is None
     for row in range(3):

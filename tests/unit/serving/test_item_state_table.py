@@ -6,10 +6,11 @@ import math
 import threading
 from collections.abc import Sequence
 
+import numpy as np
 import redis
 
-from serving.features import ItemState, item_state, item_state_arrays
-from serving.item_state_table import ItemStateTable, StateArrays, state_arrays
+from serving.features import ItemState, StateArrays, item_state, item_state_arrays, state_arrays
+from serving.item_state_table import ItemStateTable
 
 
 class _Store:
@@ -33,9 +34,10 @@ def test_a_loaded_catalog_is_looked_up_without_reads() -> None:
     table = ItemStateTable(reads_per_s=1e6, chunk=2)
     table.load(state_arrays(store.read), ["a", "b", "c"])
     assert store.reads == [["a", "b"], ["c"]]
-    assert table.states(["a", "c", "unknown"]) == {
-        "a": ItemState(1.0, 2.0, 3.0), "c": ItemState(None, None, 0.0)
-    }
+    first, last, events = table.states(["a", "c", "unknown"])
+    np.testing.assert_array_equal(first, [1.0, np.nan, np.nan])
+    np.testing.assert_array_equal(last, [2.0, np.nan, np.nan])
+    np.testing.assert_array_equal(events, [3.0, 0.0, 0.0])
     assert len(store.reads) == 2
 
 
@@ -54,9 +56,10 @@ def test_the_refresh_rereads_the_catalog_until_stopped_and_outlives_a_failed_rea
     table.refresh(read, stop)
     # The failed chunk is read again on the next sweep.
     assert store.reads[:3] == [["a", "b"], ["c"], ["a", "b"]]
-    assert table.states(["a", "b"]) == {
-        "a": ItemState(1.0, 2.0, 3.0), "b": ItemState(None, None, 0.0)
-    }
+    first, last, events = table.states(["a", "b"])
+    np.testing.assert_array_equal(first, [1.0, np.nan])
+    np.testing.assert_array_equal(last, [2.0, np.nan])
+    np.testing.assert_array_equal(events, [3.0, 0.0])
 
 
 def test_hmget_replies_parse_into_arrays_as_item_state_parses_them() -> None:
