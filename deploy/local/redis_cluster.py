@@ -126,14 +126,17 @@ class LocalRedisCluster:
                     )
                 time.sleep(0.2)
 
-    def _redis_cli(self, *args: str) -> None:
+    def _redis_cli_run(self, *args: str) -> subprocess.CompletedProcess[str]:
         password = (self.s.secrets_dir / "redis-admin").read_text().strip()
         # The password goes through the environment, never the command line (`ps` shows that).
         env = {**os.environ, "REDISCLI_AUTH": password}
-        result = subprocess.run(
+        return subprocess.run(
             ["redis-cli", "--user", "admin", "--cluster", *args],
             env=env, capture_output=True, text=True, timeout=600, check=False,
         )
+
+    def _redis_cli(self, *args: str) -> None:
+        result = self._redis_cli_run(*args)
         if result.returncode != 0:
             raise RuntimeError(
                 f"redis-cli --cluster {args[0]} failed (exit {result.returncode}): "
@@ -153,8 +156,23 @@ class LocalRedisCluster:
         for port in fresh:
             logger.info("adding redis cluster node port=%d", port)
             self._redis_cli("add-node", f"{self.s.host}:{port}", first)
-        self._wait_state(time.monotonic() + 60)
+        self._wait_agreement(first, time.monotonic() + 60)
         self._redis_cli("rebalance", first, "--cluster-use-empty-masters")
+
+    def _wait_agreement(self, member: str, deadline: float) -> None:
+        """Waits until `redis-cli --cluster check` passes: every node says `ok`, knows every
+        node and sees the same slot owners. Gossip after `add-node` takes a moment, and
+        `rebalance` refuses to move slots while the nodes' views differ."""
+        self._wait_state(deadline)
+        while True:
+            result = self._redis_cli_run("check", member)
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"redis cluster nodes disagree on their configuration: {result.stdout[-800:]}"
+                )
+            time.sleep(0.2)
 
     def wait_healthy(self, timeout_s: float) -> None:
         """Every node answers and reports `cluster_state:ok`. Fresh nodes are joined first: all
@@ -174,8 +192,7 @@ class LocalRedisCluster:
         self._wait_state(deadline)
 
     def _wait_state(self, deadline: float) -> None:
-        """Every node says `ok` and knows every node: `redis-cli --cluster rebalance` refuses
-        to move slots while the nodes' views still differ (gossip after `add-node`)."""
+        """Every node says `ok` and knows every node."""
         states: list[str] = []
         known = str(len(self.ports))
         while time.monotonic() < deadline:
