@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -104,37 +104,9 @@ class RoundTrip(Protocol):
     def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
 
-class ItemState(NamedTuple):
-    """What the stream knows of an item now (its hash `i:{id}`); times None when it has no
-    interaction yet."""
-
-    first_ts: float | None
-    last_ts: float | None
-    events: float
-    """Interactions of every type."""
-
-
-_NO_STATE = ItemState(None, None, 0.0)
-
-
 StateArrays = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
-"""Items' first times, last times (NaN: no interaction yet) and event counts, in their order."""
-
-
-def state_arrays(
-    read: Callable[[Sequence[str]], Mapping[str, ItemState]],
-) -> Callable[[Sequence[str]], StateArrays]:
-    """A reader of ItemState objects (RedisFeatureReader.item_states) as arrays in the items'
-    order; an item it does not answer for has no interaction yet."""
-
-    def arrays(item_ids: Sequence[str]) -> StateArrays:
-        states = read(item_ids)
-        ordered = [states.get(i, _NO_STATE) for i in item_ids]
-        return (np.array([math.nan if s.first_ts is None else s.first_ts for s in ordered]),
-                np.array([math.nan if s.last_ts is None else s.last_ts for s in ordered]),
-                np.array([s.events for s in ordered], dtype=np.float64))
-
-    return arrays
+"""What the stream knows of items now (their hashes `i:{id}`), in their order: first and last
+interaction times (NaN: no interaction yet) and event counts of every type."""
 
 
 class FeatureReader(Protocol):
@@ -142,7 +114,7 @@ class FeatureReader(Protocol):
 
     def categories(self, item_ids: Sequence[str]) -> dict[str, str]: ...
 
-    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]: ...
+    def item_states(self, item_ids: Sequence[str]) -> StateArrays: ...
 
 
 def _text(raw: Any) -> str | None:
@@ -328,57 +300,29 @@ class RedisFeatureReader:
                 self._categories[item_id] = _text(raw) or ""
         return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
 
-    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
-        """The state of each distinct item of `item_ids` now, in one round trip."""
-        distinct = list(dict.fromkeys(item_ids))
-        if not distinct:
-            return {}
+    def item_states(self, item_ids: Sequence[str]) -> StateArrays:
+        """The state of each of `item_ids` now, in their order, in one round trip."""
         replies = self._execute(
-            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS) for item_id in distinct]
-        )
-        return {i: item_state(reply) for i, reply in zip(distinct, replies, strict=True)}
+            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS) for item_id in item_ids]
+        ) if item_ids else []
+        return item_state_arrays(replies)
 
     def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
         for start in range(0, len(item_ids), chunk):
             self.categories(item_ids[start : start + chunk])
 
 
-def item_state(fields: Sequence[Any]) -> ItemState:
-    """An item hash's ITEM_STATE_FIELDS (HMGET) as its state. The feature script writes the
-    times and counters as plain numbers, so the common case is parsed straight from the bytes
-    (a hundred candidates a request); anything else goes through the tolerant parse."""
-    first, last, *counters = fields
-    try:
-        return ItemState(
-            None if first is None else _finite(float(first)),
-            None if last is None else _finite(float(last)),
-            float(sum(int(n) for n in counters if n is not None)),
-        )
-    except ValueError:
-        return ItemState(_number(first), _number(last), sum(_number(n) or 0.0 for n in counters))
-
-
 def item_state_arrays(replies: Sequence[Sequence[Any]]) -> StateArrays:
-    """Item hashes' ITEM_STATE_FIELDS (HMGET replies) as first times, last times (NaN when
-    none) and event counts, parsed in one numpy pass (the item state table re-reads thousands
-    a second); a value that is not a number falls back to `item_state`'s tolerant parse."""
-    flat = [b"nan" if v is None else v for reply in replies for v in reply]
+    """Item hashes' ITEM_STATE_FIELDS (HMGET replies) as StateArrays. The feature script writes
+    the times and counters as plain numbers, parsed straight from the bytes (the item state table
+    re-reads thousands a second); a value that is not a finite number counts as missing."""
     try:
-        values = np.array(flat, dtype=np.bytes_).astype(np.float64)
+        flat = [math.nan if v is None else float(v) for reply in replies for v in reply]
     except ValueError:
-        states = [item_state(reply) for reply in replies]
-        return (np.array([np.nan if s.first_ts is None else s.first_ts for s in states]),
-                np.array([np.nan if s.last_ts is None else s.last_ts for s in states]),
-                np.array([s.events for s in states]))
-    values = values.reshape(len(replies), len(ITEM_STATE_FIELDS))
-    times = np.where(np.isfinite(values[:, :2]), values[:, :2], np.nan)
-    return times[:, 0].copy(), times[:, 1].copy(), np.nansum(values[:, 2:], axis=1)
-
-
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError("not a finite number")
-    return value
+        flat = [math.nan if (n := _number(v)) is None else n for reply in replies for v in reply]
+    values = np.array(flat, dtype=np.float64).reshape(len(replies), len(ITEM_STATE_FIELDS))
+    values[~np.isfinite(values)] = np.nan
+    return values[:, 0].copy(), values[:, 1].copy(), np.nansum(values[:, 2:], axis=1)
 
 
 def _hours(replies: list[Any]) -> tuple[list[Any], list[Any]]:

@@ -32,7 +32,6 @@ from serving.features import (
     FeatureReader,
     StateArrays,
     UserContext,
-    state_arrays,
 )
 from serving.filtering import CandidateFilter
 from serving.model_bundle import FloatArray, IntArray, ModelBundle
@@ -100,7 +99,7 @@ class Scorer:
         published ranker re-orders these (it scores their vectors)."""
         self.ranker = ranker
         """The gate's current ranker (None: serve retrieval order); one snapshot per batch."""
-        self.item_states = item_states or state_arrays(reader.item_states)
+        self.item_states = item_states or reader.item_states
         """The candidates' item states for the ranking stage (the scorer service passes its
         in-memory table's lookup; by default they are read per batch)."""
 

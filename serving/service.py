@@ -38,7 +38,7 @@ from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_FEATURES, REC_REQUEST
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
-from serving.features import RedisFeatureReader, state_arrays
+from serving.features import RedisFeatureReader
 from serving.item_state_table import ItemStateTable, PackedStateReads, ReadStates
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
@@ -139,13 +139,12 @@ class ScorerService:
         # The item state table's readers: redis-py's (thread-safe) loads a version's items on
         # the updates thread; a lean pipeline of its own serves the refresh thread.
         prefix = settings.redis.key_prefix
-        self._load_item_states = state_arrays(RedisFeatureReader(redis_client, prefix).item_states)
+        self._load_item_states = RedisFeatureReader(redis_client, prefix).item_states
         refresh_reads = self._read_pipeline(settings, redis_client)
         self._refresh_item_states_from: ReadStates = (
             PackedStateReads(refresh_reads, FeatureKeys(prefix))
             if isinstance(refresh_reads, ReadPipeline)
-            else state_arrays(RedisFeatureReader(redis_client, prefix,
-                                                 reads=refresh_reads).item_states)
+            else RedisFeatureReader(redis_client, prefix, reads=refresh_reads).item_states
         )
         self.item_states = ItemStateTable(settings.item_state_reads_per_s)
         self._stop_refresh = threading.Event()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import redis
 
@@ -112,8 +113,10 @@ def test_the_scorer_reads_on_the_cluster_what_it_reads_on_one_redis(
         assert clustered.categories(items) == single.categories(items)
         assert len(clustered.categories(items)) > 100
         states = single.item_states(items)
-        assert clustered.item_states(items) == states == lean.item_states(items)
-        assert sum(s.events for s in states.values()) == len(events)
+        for other in (clustered.item_states(items), lean.item_states(items)):
+            for got, expected_array in zip(other, states, strict=True):
+                np.testing.assert_array_equal(got, expected_array)
+        assert states[2].sum() == len(events)
         # The batch really spans the cluster: its users' keys live on every master.
         keys = FeatureKeys(prefix)
         assert isinstance(cluster_admin, redis.RedisCluster)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
-from serving.features import BatchFeatures, Interaction, ItemState, ServingConfig, UserContext
+from serving.features import BatchFeatures, Interaction, ServingConfig, StateArrays, UserContext
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
 from serving.ordering import BusinessRules
 from serving.registry import Deployment
@@ -102,6 +102,21 @@ def context(
     )
 
 
+ItemState = tuple[float, float, float]
+"""An item's first and last interaction time and event count."""
+
+
+def state_reader(states: Mapping[str, ItemState]) -> Callable[[Sequence[str]], StateArrays]:
+    """Reads `states` as Redis answers item states: an item it lacks has no interaction yet."""
+
+    def read(item_ids: Sequence[str]) -> StateArrays:
+        rows = np.array([states.get(i, (np.nan, np.nan, 0.0)) for i in item_ids],
+                        dtype=np.float64).reshape(len(item_ids), 3)
+        return rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy()
+
+    return read
+
+
 class FakeReader:
     def __init__(
         self,
@@ -110,10 +125,10 @@ class FakeReader:
         unavailable: frozenset[str] = frozenset(),
         rules: BusinessRules | None = None,
         categories: dict[str, str] | None = None,
-        item_states: dict[str, ItemState] | None = None,
+        item_states: Mapping[str, ItemState] | None = None,
     ) -> None:
         self.contexts = contexts or {}
-        self.item_state_map = item_states or {}
+        self.item_states = state_reader(item_states or {})
         self.popular = list(popular)
         self.config = ServingConfig(unavailable, rules)
         self.category_map = categories or {}
@@ -127,5 +142,3 @@ class FakeReader:
     def categories(self, item_ids: Sequence[str]) -> dict[str, str]:
         return {i: self.category_map[i] for i in item_ids if i in self.category_map}
 
-    def item_states(self, item_ids: Sequence[str]) -> dict[str, ItemState]:
-        return {i: self.item_state_map[i] for i in item_ids if i in self.item_state_map}

@@ -18,11 +18,18 @@ from models.sequences import Queries
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
 from serving.feature_log import PublishedRanker, candidate_vectors
-from serving.features import Interaction, ItemState, UserContext, state_arrays
+from serving.features import Interaction, UserContext
 from serving.ordering import BusinessRules
 from serving.registry import Routing
 from serving.scorer import Scorer
-from tests.unit.serving.fakes import FakeReader, VectorRecommender, deployment, request
+from tests.unit.serving.fakes import (
+    FakeReader,
+    ItemState,
+    VectorRecommender,
+    deployment,
+    request,
+    state_reader,
+)
 
 NOW = 1_700_000_000
 HISTORIES = {
@@ -43,7 +50,7 @@ def _item_states() -> dict[str, ItemState]:
     times: dict[str, list[float]] = {}
     for item, ts in EVENTS:
         times.setdefault(f"i{item}", []).append(float(ts))
-    return {i: ItemState(min(t), max(t), float(len(t))) for i, t in times.items()}
+    return {i: (min(t), max(t), float(len(t))) for i, t in times.items()}
 
 
 def _context(user: str) -> UserContext:
@@ -172,7 +179,7 @@ def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() 
         [("not-in-the-model", 0.3)],
     ]
     queries = bundle.recommender.item_vectors(np.arange(1, 5))  # any query vectors will do
-    states = state_arrays(lambda _: _item_states())
+    states = state_reader(_item_states())
     together = candidate_vectors(bundle, queries, histories, candidates, float(NOW), states)
     assert together[3] is None
     for row in range(3):
