@@ -88,20 +88,26 @@ class ServeSettings(ServiceSettings):
         10_000.0, gt=0, le=1_000_000, description="Items per second whose state (first and "
         "last interaction time, event count) the scorer re-reads in the background for the "
         "ranking stage's features: a state is at most catalog size / this old (10 s for "
-        "100,000 items). Each costs Redis one HMGET and the scorer about 4 us of CPU.",
+        "100,000 items). Each costs Redis one HMGET and the scorer a few microseconds of CPU.",
     )
-    popularity_candidates: int = Field(500, ge=1, le=5000)
-    popularity_refresh_s: float = Field(1.0, gt=0, le=3600)
+    popularity_candidates: int = Field(
+        500, ge=1, le=5000, description="Items of each popularity shard's top list read for "
+        "cold-start answers (users with no history).",
+    )
     config_refresh_s: float = Field(
-        1.0, gt=0, le=3600, description="Refresh of unavailable items and rules from Redis."
+        1.0, gt=0, le=3600, description="Refresh of unavailable items, rules and the recent "
+        "popularity lists from Redis.",
     )
     redis_read_spin_us: float = Field(
-        150.0, ge=0, le=5000, description="How long the per-batch Redis read waits for its "
-        "reply with non-blocking reads before it blocks (Redis answers in ~40 us; a blocking "
-        "wait costs 70-90 us of CPU on these VMs). 0 blocks at once.",
+        150.0, ge=0, le=5000, description="How long the per-batch Redis read polls for its "
+        "reply before it blocks: Redis usually answers within tens of microseconds, and a "
+        "blocking wait (sleep and wake-up) costs more CPU than that. 0 blocks at once.",
     )
     history_length: int = Field(50, ge=1, le=1000, description="Newest events encoded.")
-    torch_threads: int = Field(1, ge=1, le=64, description="2 shared cores: keep inference lean.")
+    torch_threads: int = Field(
+        1, ge=1, le=64, description="Threads of the session encoder's inference: micro-batches "
+        "are small, and more threads contend with the scorer's other work for the cores.",
+    )
     encoder_cpu_runtime: CpuRuntime = Field(
         "onnxruntime", description="What runs the session encoder on CPU: an ONNX Runtime "
         "session (falls back to the trace when it cannot be built or disagrees) or the "

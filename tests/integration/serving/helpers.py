@@ -121,7 +121,6 @@ def settings(
         requests_offset_reset="earliest",
         canary=canary or CanaryPolicy(),
         config_refresh_s=0.05,
-        popularity_refresh_s=0.05,
     )
 
 
