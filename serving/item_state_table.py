@@ -1,19 +1,19 @@
-"""Every catalog item's state, in memory, for the ranking stage; refreshed in the background.
+"""Every catalog item's state, in memory, for the ranking stage; kept current in the background.
 
 The ranking stage describes each request's candidates (a hundred by default) by their item state
-(first and last interaction time, event count: serving.features.ItemState). Reading those per
+(first and last interaction time, event count: serving.features.StateArrays). Reading those per
 batch would put a second Redis round trip on the request path, a large one, queued behind the
 feature worker's scripts. So the scorer keeps the state of every item its model versions know
 in this table: a version's items are loaded before it serves (`load`), and a background thread
-re-reads them a chunk at a time at `reads_per_s` (`refresh`), so a request only looks states
-up. A state is at most one sweep old: the table's size over `reads_per_s` (10 s for 100,000
-items at the default), plus the read's own wait.
+re-reads the items Redis reports written (serving/item_changes.py) every `interval_s`
+(`follow`), so a request only looks states up. A state is at most about one interval old.
+Whenever a write may have gone unseen (at start, after a lost connection) the thread reads every
+item again, a chunk at a time at `reads_per_s`.
 
-Cheap to keep fresh, because the refresh shares the scorer's CPU and interpreter lock with the
-request thread: the states live in three float arrays indexed through one dict, not as an
-object per item (a table of objects replaced continuously keeps the garbage collector walking
-them, pauses measured in the request p99), and on one Redis the refresh sends each chunk's
-commands packed once and parses the replies in one numpy pass (`PackedStateReads`).
+Cheap to keep current, because the background thread shares the scorer's CPU and interpreter
+lock with the request thread: it reads only what changed, and the states live in three float
+arrays indexed through one dict, not as an object per item (a table of objects replaced
+continuously keeps the garbage collector walking them, pauses measured in the request p99).
 """
 
 from __future__ import annotations
@@ -22,16 +22,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
-from serving.features import ITEM_STATE_FIELDS, StateArrays, item_state_arrays
-from serving.read_pipeline import ReadPipeline
-from streams.features.keys import FeatureKeys
-from streams.redis.resp import pack
+from serving.features import StateArrays
 
 logger = logging.getLogger(__name__)
 
@@ -41,31 +38,9 @@ ReadStates = Callable[[Sequence[str]], StateArrays]
 CHUNK = 5000
 """Items per read: one round trip each."""
 RETRY_S = 1.0
-"""Wait after a failed read before the next chunk."""
-MAX_PACKED_CHUNKS = 10_000
-"""Bounded memory of `PackedStateReads` (about 40 kB a chunk): past it, packing starts over."""
-
-
-class PackedStateReads:
-    """Chunks of item hashes read through one lean pipeline of their own (the refresh thread's),
-    each chunk's HMGETs packed once: a sweep re-reads the same chunks."""
-
-    def __init__(self, pipeline: ReadPipeline, keys: FeatureKeys) -> None:
-        self._pipeline = pipeline
-        self._keys = keys
-        self._packed: dict[tuple[str, ...], bytes] = {}
-
-    def __call__(self, item_ids: Sequence[str]) -> StateArrays:
-        chunk = tuple(item_ids)
-        payload = self._packed.get(chunk)
-        if payload is None:
-            if len(self._packed) >= MAX_PACKED_CHUNKS:
-                self._packed.clear()
-            payload = self._packed[chunk] = pack(
-                [("HMGET", self._keys.item(i), *ITEM_STATE_FIELDS) for i in chunk]
-            )
-        replies: list[Any] = self._pipeline.execute_packed(payload, len(chunk))
-        return item_state_arrays(replies)
+"""Wait after a failed read before the next try."""
+Changes = Callable[[], set[str] | None]
+"""Items written since the last call; None when a write may have gone unseen (ItemChanges)."""
 
 
 class _View(NamedTuple):
@@ -123,28 +98,39 @@ class ItemStateTable:
                 view.first[rows], view.last[rows], view.events[rows] = read(chunk)
             self._view = view
 
-    def refresh(self, read: ReadStates, stop: threading.Event) -> None:
-        """Re-reads the table's items, chunk by chunk at `reads_per_s`, sweep after sweep, until
-        `stop` is set. A failed read is logged and its chunk left as it was (the next sweep
-        reads it again)."""
-        pause = self._chunk / self._reads_per_s
+    def follow(self, read: ReadStates, changes: Changes, stop: threading.Event,
+               interval_s: float) -> None:
+        """Every `interval_s` until `stop` is set, re-reads the items `changes` reports, or
+        every item when it cannot tell. A failed read is logged, and what it was to read is read
+        on the next try."""
+        pending: set[str] | None = set()
         while not stop.is_set():
-            ids = self._view.ids
-            if not ids:
-                stop.wait(pause)
-                continue
-            for start in range(0, len(ids), self._chunk):
-                began = time.monotonic()
-                end = min(start + self._chunk, len(ids))
-                try:
-                    first, last, events = read(ids[start:end])
-                except RedisError as error:
-                    logger.warning("item state refresh failed error=%s", type(error).__name__)
-                    stop.wait(RETRY_S)
+            try:
+                changed = changes()
+                pending = None if changed is None or pending is None else pending | changed
+                if pending is None:
+                    self._sweep(read, stop)
                 else:
-                    with self._lock:
-                        view = self._view  # a load may have grown it: rows stay where they were
-                        view.first[start:end], view.last[start:end] = first, last
-                        view.events[start:end] = events
-                if stop.wait(max(0.0, pause - (time.monotonic() - began))):
-                    return
+                    rows = self._view.rows
+                    self.load(read, [i for i in pending if i in rows])
+                pending = set()
+            except RedisError as error:
+                logger.warning("item state refresh failed error=%s", type(error).__name__)
+                stop.wait(RETRY_S)
+            stop.wait(interval_s)
+
+    def _sweep(self, read: ReadStates, stop: threading.Event) -> None:
+        """Re-reads every item, a chunk at a time at `reads_per_s` (so a sweep of the whole
+        catalog never holds Redis or the scorer's CPU for long)."""
+        ids = self._view.ids
+        pause = self._chunk / self._reads_per_s
+        for start in range(0, len(ids), self._chunk):
+            began = time.monotonic()
+            end = min(start + self._chunk, len(ids))
+            first, last, events = read(ids[start:end])
+            with self._lock:
+                view = self._view  # a load may have grown it: rows stay where they were
+                view.first[start:end], view.last[start:end] = first, last
+                view.events[start:end] = events
+            if stop.wait(max(0.0, pause - (time.monotonic() - began))):
+                return

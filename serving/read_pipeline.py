@@ -63,20 +63,11 @@ class ReadPipeline:
         self.send(commands)
         return raise_for_errors(self.receive(len(commands)))
 
-    def execute_packed(self, payload: bytes, count: int) -> list[Any]:
-        """`execute` for commands already packed (`resp.pack`): a caller that sends the same
-        commands again and again packs them once."""
-        self.send_packed(payload)
-        return raise_for_errors(self.receive(count))
-
     def send(self, commands: Sequence[Sequence[Arg]]) -> None:
         """Sends without waiting: `receive` collects the replies (the cluster variant sends to
         every node first, so the nodes answer in parallel)."""
-        self.send_packed(pack(commands))
-
-    def send_packed(self, payload: bytes) -> None:
         try:
-            self._send(self._connected(), payload)
+            self._send(self._connected(), pack(commands))
         except (OSError, hiredis.ProtocolError) as error:
             self.close()
             raise redis.ConnectionError(f"redis read pipeline: {error}") from error

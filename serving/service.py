@@ -39,7 +39,8 @@ from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
-from serving.item_state_table import ItemStateTable, PackedStateReads, ReadStates
+from serving.item_changes import Address, ItemChanges
+from serving.item_state_table import ItemStateTable
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
 from serving.ranker_slot import RankerSlot
@@ -137,14 +138,17 @@ class ScorerService:
             reads=self._read_pipeline(settings, redis_client),
         )
         # The item state table's readers: redis-py's (thread-safe) loads a version's items on
-        # the updates thread; a lean pipeline of its own serves the refresh thread.
+        # the updates thread; a lean pipeline of its own serves the refresh thread, which
+        # learns what changed from Redis's invalidation messages.
         prefix = settings.redis.key_prefix
         self._load_item_states = RedisFeatureReader(redis_client, prefix).item_states
-        refresh_reads = self._read_pipeline(settings, redis_client)
-        self._refresh_item_states_from: ReadStates = (
-            PackedStateReads(refresh_reads, FeatureKeys(prefix))
-            if isinstance(refresh_reads, ReadPipeline)
-            else RedisFeatureReader(redis_client, prefix, reads=refresh_reads).item_states
+        self._refresh_item_states_from = RedisFeatureReader(
+            redis_client, prefix, reads=self._read_pipeline(settings, redis_client)
+        ).item_states
+        self._item_changes = ItemChanges(
+            self._masters(settings, redis_client), FeatureKeys(prefix),
+            settings.redis.username, settings.redis.resolved_password(),
+            settings.redis.socket_timeout_s,
         )
         self.item_states = ItemStateTable(settings.item_state_reads_per_s)
         self._stop_refresh = threading.Event()
@@ -171,6 +175,18 @@ class ScorerService:
         self._threads: list[threading.Thread] = []
 
     # -- wiring -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _masters(settings: ServeSettings, client: SyncClient) -> Callable[[], list[Address]]:
+        """The Redis masters now: the cluster's (its slot map) or the one Redis."""
+        if isinstance(client, RedisCluster):
+            cluster = client
+            return lambda: [
+                (node.host, node.port)
+                for node in cluster.get_primaries()  # type: ignore[no-untyped-call]
+            ]
+        address = (settings.redis.host, settings.redis.port)
+        return lambda: [address]
 
     @staticmethod
     def _read_pipeline(
@@ -266,10 +282,15 @@ class ScorerService:
 
     def _refresh_item_states(self) -> None:
         try:
-            self.item_states.refresh(self._refresh_item_states_from, self._stop_refresh)
+            self.item_states.follow(
+                self._refresh_item_states_from, self._item_changes.changed, self._stop_refresh,
+                self.settings.item_state_refresh_ms / 1000,
+            )
         except Exception:
             logger.exception("item state refresh crashed")
             raise
+        finally:
+            self._item_changes.close()
 
     # -- handlers -----------------------------------------------------------------------------
 

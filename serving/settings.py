@@ -84,11 +84,15 @@ class ServeSettings(ServiceSettings):
         100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
         "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
     )
+    item_state_refresh_ms: float = Field(
+        250.0, gt=0, le=60_000, description="How often the scorer re-reads the state (first "
+        "and last interaction time, event count) of the items Redis reports written, for the "
+        "ranking stage's features: a candidate's state is at most about this old.",
+    )
     item_state_reads_per_s: float = Field(
-        10_000.0, gt=0, le=1_000_000, description="Items per second whose state (first and "
-        "last interaction time, event count) the scorer re-reads in the background for the "
-        "ranking stage's features: a state is at most catalog size / this old (10 s for "
-        "100,000 items). Each costs Redis one HMGET and the scorer a few microseconds of CPU.",
+        10_000.0, gt=0, le=1_000_000, description="Pace of the scorer's full re-reads of every "
+        "item's state, at start and after its connection to Redis was lost (a write may have "
+        "gone unseen). Each item costs Redis one HMGET and the scorer a few microseconds.",
     )
     popularity_candidates: int = Field(
         500, ge=1, le=5000, description="Items of each popularity shard's top list read for "

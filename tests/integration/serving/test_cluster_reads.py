@@ -7,6 +7,7 @@ command, so the cluster holds byte for byte what the writer wrote.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from deploy.local.redis_cluster import LocalRedisCluster
 from schemas.recommendations import RecommendationRequest
 from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
+from serving.item_changes import ItemChanges
 from serving.service import ScorerService
 from serving.settings import ServeSettings
 from streams.feature_worker.batch import PositionedEvent
@@ -194,6 +196,39 @@ def test_the_scorer_service_reads_a_cluster_through_the_lean_cluster_pipeline(
     settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
     reads = ScorerService._read_pipeline(settings, settings.redis.client())
     assert isinstance(reads, ClusterReadPipeline)
+
+
+def test_writes_to_items_on_every_master_are_reported_to_the_scorer_service(
+    cluster_connection: RedisConnection,
+) -> None:
+    prefix = cluster_connection.key_prefix
+    admin = cluster_connection.model_copy(update={"username": "admin"}).client()
+    assert isinstance(admin, redis.RedisCluster)
+    items = [f"item{n}" for n in range(30)]
+    keys = FeatureKeys(prefix)
+    assert len({master_of(admin, keys.item(i)) for i in items}) == 3
+    settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
+    client = settings.redis.client()
+    masters = ScorerService._masters(settings, client)
+    assert len(masters()) == 3
+    changes = ItemChanges(masters, keys, "scorer", settings.redis.resolved_password(), 5.0)
+    try:
+        assert changes.changed() is None
+        for item in items:
+            admin.hincrby(keys.item(item), "n_view", 1)
+        seen: set[str] = set()
+        deadline = time.monotonic() + 10
+        while len(seen) < len(items) and time.monotonic() < deadline:
+            changed = changes.changed()
+            assert changed is not None
+            seen.update(changed)
+            time.sleep(0.01)
+        assert seen == set(items)
+    finally:
+        changes.close()
+        client.close()
+        for item in items:
+            admin.delete(keys.item(item))
 
 
 @pytest.mark.e2e

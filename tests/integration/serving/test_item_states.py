@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
 import redis
 
 from models.point_in_time import InteractionLog, item_state_features
-from serving.features import RedisFeatureReader
-from serving.item_state_table import ItemStateTable, PackedStateReads
+from serving.features import RedisFeatureReader, StateArrays
+from serving.item_changes import ItemChanges
+from serving.item_state_table import ItemStateTable
 from streams.feature_worker.batch import PositionedEvent
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
@@ -70,7 +72,13 @@ def test_the_item_state_the_stream_wrote_gives_the_offline_point_in_time_feature
     assert count.max() > 10 and (first < last).sum() > len(items) // 2
 
 
-def test_the_table_follows_the_item_hashes_in_the_background(
+def _changes(connection: RedisConnection) -> ItemChanges:
+    address = (connection.host, connection.port)
+    return ItemChanges(lambda: [address], FeatureKeys(connection.key_prefix), connection.username,
+                       connection.resolved_password(), timeout_s=5.0)
+
+
+def test_the_table_follows_the_item_hashes_redis_reports_written(
     redis_admin: redis.Redis, scorer_redis_connection: RedisConnection
 ) -> None:
     prefix = scorer_redis_connection.key_prefix
@@ -80,27 +88,76 @@ def test_the_table_follows_the_item_hashes_in_the_background(
         redis_admin.hset(keys.item(item), mapping={"first_ts": f"{n}.000", "last_ts": "900.500",
                                                    "n_view": "2"})
     reader = RedisFeatureReader(scorer_redis_connection.client(), prefix)
-    packed = PackedStateReads(pipeline(scorer_redis_connection), keys)
-    table = ItemStateTable(reads_per_s=50_000.0)
+    lean = RedisFeatureReader(scorer_redis_connection.client(), prefix,
+                              reads=pipeline(scorer_redis_connection))
+    table = ItemStateTable(reads_per_s=50_000.0, chunk=500)
     table.load(reader.item_states, items)
     assert len(table) == 1200
-    for fast, plain in zip(packed(items[590:610]), reader.item_states(items[590:610]), strict=True):
-        np.testing.assert_array_equal(fast, plain)
     first, last, events = table.states(["i7", "i1000", "elsewhere"])
     np.testing.assert_array_equal(first, [7.0, np.nan, np.nan])
     np.testing.assert_array_equal(last, [900.5, np.nan, np.nan])
     np.testing.assert_array_equal(events, [2.0, 0.0, 0.0])
-    redis_admin.hset(keys.item("i1000"), mapping={"first_ts": "950.000", "last_ts": "951.000",
-                                                  "n_purchase": "1"})
+    changes = _changes(scorer_redis_connection)
+    reads: list[int] = []
+
+    def read(item_ids: Sequence[str]) -> StateArrays:
+        reads.append(len(item_ids))
+        return lean.item_states(item_ids)
+
     stop = threading.Event()
-    refresh = threading.Thread(target=table.refresh, args=(packed, stop))
-    refresh.start()
+    follow = threading.Thread(target=table.follow, args=(read, changes.changed, stop, 0.02))
+    follow.start()
     try:
-        deadline = time.monotonic() + 10
-        while table.states(["i1000"])[2][0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait(lambda: sum(reads) >= 1200)  # the first look cannot tell: everything, once
+        redis_admin.hset(keys.item("i1000"), mapping={"first_ts": "950.000",
+                                                      "last_ts": "951.000", "n_purchase": "1"})
+        _wait(lambda: table.states(["i1000"])[2][0] == 1.0)
     finally:
         stop.set()
-        refresh.join(timeout=5)
-    assert not refresh.is_alive()
+        follow.join(timeout=5)
+        changes.close()
+    assert not follow.is_alive()
     assert [a[0] for a in table.states(["i1000"])] == [950.0, 951.0, 1.0]
+    assert reads[:3] == [500, 500, 200] and sum(reads) < 1200 + 10  # then only what changed
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not in time"
+        time.sleep(0.01)
+
+
+def test_writes_to_item_hashes_are_reported_once_and_a_lost_connection_says_look_again(
+    redis_admin: redis.Redis, scorer_redis_connection: RedisConnection
+) -> None:
+    keys = FeatureKeys(scorer_redis_connection.key_prefix)
+    changes = _changes(scorer_redis_connection)
+    try:
+        assert changes.changed() is None  # not tracking before: anything may have changed
+        redis_admin.hset(keys.item("a"), "n_view", 1)
+        redis_admin.hincrby(keys.item("a") + ":h", "7", 1)
+        redis_admin.hset(keys.item("b}c"), "n_view", 1)
+        redis_admin.hincrby(keys.item("only-buckets") + ":h", "7", 1)
+        redis_admin.hset(keys.user("a"), "n_view", 1)
+        redis_admin.hset(keys.category("a"), "n_view", 1)
+        seen: set[str] = set()
+
+        def saw_both() -> bool:
+            changed = changes.changed()
+            assert changed is not None
+            seen.update(changed)
+            return len(seen) == 2
+
+        _wait(saw_both)
+        assert seen == {"a", "b}c"}
+        assert changes.changed() == set()
+        for client in redis_admin.client_list():
+            if client["user"] == "scorer" and "t" in client["flags"]:  # the tracking one
+                redis_admin.client_kill_filter(_id=client["id"])
+        redis_admin.hset(keys.item("d"), "n_view", 1)  # while no connection listens
+        _wait(lambda: changes.changed() is None)
+        redis_admin.hset(keys.item("e"), "n_view", 1)
+        _wait(lambda: changes.changed() == {"e"})
+    finally:
+        changes.close()

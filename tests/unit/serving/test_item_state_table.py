@@ -1,9 +1,10 @@
-"""The item state table: lookups of what was loaded, refreshed chunk by chunk in the background."""
+"""The item state table: lookups of what was loaded, kept current from the changes Redis reports."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from unittest.mock import patch
 
 import numpy as np
 import redis
@@ -41,24 +42,39 @@ def test_a_loaded_catalog_is_looked_up_without_reads() -> None:
     assert len(store.reads) == 2
 
 
-def test_the_refresh_rereads_the_catalog_until_stopped_and_outlives_a_failed_read() -> None:
-    store = _Store({"a": (1.0, 2.0, 3.0)}, fail_reads=1)
-    table = ItemStateTable(reads_per_s=1e6, chunk=2)
-    table.load(state_reader(dict.fromkeys("abc", (0.0, 0.0, 0.0))), ["a", "b", "c"])
+def _follow(table: ItemStateTable, store: _Store, reported: list[set[str] | None]) -> None:
+    """Follows until `reported` is used up (each call of `changes` takes the next)."""
     stop = threading.Event()
 
-    def read(item_ids: Sequence[str]) -> StateArrays:
-        if len(store.reads) >= 5:
+    def changes() -> set[str] | None:
+        if len(reported) == 1:
             stop.set()
-        return store.read(item_ids)
+        return reported.pop(0)
 
-    table.refresh(read, stop)
-    # The failed chunk is read again on the next sweep.
-    assert store.reads[:3] == [["a", "b"], ["c"], ["a", "b"]]
-    first, last, events = table.states(["a", "b"])
-    np.testing.assert_array_equal(first, [1.0, np.nan])
-    np.testing.assert_array_equal(last, [2.0, np.nan])
-    np.testing.assert_array_equal(events, [3.0, 0.0])
+    table.follow(store.read, changes, stop, interval_s=0.0)
+
+
+def test_following_rereads_what_changed_and_everything_when_a_change_may_be_missed() -> None:
+    store = _Store({"a": (1.0, 2.0, 3.0)})
+    table = ItemStateTable(reads_per_s=1e6, chunk=2)
+    table.load(state_reader(dict.fromkeys("abc", (0.0, 0.0, 0.0))), ["a", "b", "c"])
+    _follow(table, store, [None, {"c"}, {"b", "not-held"}, set(), None, set()])
+    assert store.reads == [["a", "b"], ["c"], ["c"], ["b"], ["a", "b"], ["c"]]
+    first, last, events = table.states(["a", "b", "not-held"])
+    np.testing.assert_array_equal(first, [1.0, np.nan, np.nan])
+    np.testing.assert_array_equal(last, [2.0, np.nan, np.nan])
+    np.testing.assert_array_equal(events, [3.0, 0.0, 0.0])
+    assert len(table) == 3
+
+
+def test_what_a_failed_read_was_to_read_is_read_on_the_next_try() -> None:
+    store = _Store({"a": (1.0, 2.0, 3.0), "b": (4.0, 5.0, 6.0)}, fail_reads=1)
+    table = ItemStateTable(reads_per_s=1e6, chunk=2)
+    table.load(state_reader(dict.fromkeys("abc", (0.0, 0.0, 0.0))), ["a", "b", "c"])
+    with patch("serving.item_state_table.RETRY_S", 0.0):
+        _follow(table, store, [{"a"}, {"b"}, set()])
+    assert [sorted(r) for r in store.reads] == [["a"], ["a", "b"]]
+    np.testing.assert_array_equal(table.states(["a", "b", "c"])[2], [3.0, 6.0, 0.0])
 
 
 def test_hmget_replies_parse_into_arrays_and_what_is_not_a_finite_number_counts_as_missing(
