@@ -134,7 +134,7 @@ class ItemChanges:
             try:
                 self._tracking[address] = _Tracking(address, self._prefix, *self._login,
                                                     self._timeout_s)
-            except OSError as error:
+            except (OSError, hiredis.ProtocolError) as error:
                 raise redis.ConnectionError(f"item change tracking: {error}") from error
             added = True
         return added

@@ -78,8 +78,8 @@ class ItemStateTable:
                 np.where(known, view.events[at], 0.0))
 
     def load(self, read: ReadStates, item_ids: Sequence[str]) -> None:
-        """Reads the states of `item_ids` now, at full speed (before a version serves); items
-        the table did not hold yet join it."""
+        """Reads the states of `item_ids` now, at full speed (a version's items before it
+        serves, the items reported written); items the table did not hold yet join it."""
         with self._lock:
             view = self._view
             new = [i for i in dict.fromkeys(item_ids) if i not in view.rows]
@@ -115,7 +115,9 @@ class ItemStateTable:
                     self.load(read, [i for i in pending if i in rows])
                 pending = set()
             except RedisError as error:
-                logger.warning("item state refresh failed error=%s", type(error).__name__)
+                # Redis's own words (say, an ACL refusing CLIENT TRACKING); never key contents.
+                logger.warning("item state refresh failed error=%s detail=%s",
+                               type(error).__name__, error)
                 stop.wait(RETRY_S)
             stop.wait(interval_s)
 
