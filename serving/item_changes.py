@@ -118,7 +118,7 @@ class ItemChanges:
                 missed = True
                 continue
             # The item hash itself (`<prefix>i:{<id>}`): its bucket keys change along with it.
-            items.update(k[start:-1].decode() for k in keys if k.endswith(b"}"))
+            items.update(k[start:-1].decode(errors="replace") for k in keys if k.endswith(b"}"))
         # After the drain: a master lost above is tracked again at once.
         if self._follow_masters():
             missed = True
