@@ -101,12 +101,13 @@ class ItemStateTable:
     def follow(self, read: ReadStates, changes: Changes, stop: threading.Event,
                interval_s: float) -> None:
         """Every `interval_s` until `stop` is set, re-reads the items `changes` reports, or
-        every item when it cannot tell. A failed read is logged, and what it was to read is read
-        on the next try."""
+        every item when it cannot tell, or fails to (Redis down, or refusing change tracking:
+        then the table is kept current by sweeps alone). A failed read is logged, and what it
+        was to read is read on the next try."""
         pending: set[str] | None = set()
         while not stop.is_set():
             try:
-                changed = changes()
+                changed = self._changed(changes)
                 pending = None if changed is None or pending is None else pending | changed
                 if pending is None:
                     self._sweep(read, stop)
@@ -115,11 +116,22 @@ class ItemStateTable:
                     self.load(read, [i for i in pending if i in rows])
                 pending = set()
             except RedisError as error:
-                # Redis's own words (say, an ACL refusing CLIENT TRACKING); never key contents.
+                # Redis's own words; never key contents.
                 logger.warning("item state refresh failed error=%s detail=%s",
                                type(error).__name__, error)
                 stop.wait(RETRY_S)
             stop.wait(interval_s)
+
+    @staticmethod
+    def _changed(changes: Changes) -> set[str] | None:
+        """What `changes` reports; None (read everything) when it cannot say."""
+        try:
+            return changes()
+        except RedisError as error:
+            # Redis's own words (say, an ACL or a proxy refusing CLIENT TRACKING).
+            logger.warning("item changes unknown error=%s detail=%s",
+                           type(error).__name__, error)
+            return None
 
     def _sweep(self, read: ReadStates, stop: threading.Event) -> None:
         """Re-reads every item, a chunk at a time at `reads_per_s` (so a sweep of the whole

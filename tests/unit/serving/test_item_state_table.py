@@ -42,14 +42,20 @@ def test_a_loaded_catalog_is_looked_up_without_reads() -> None:
     assert len(store.reads) == 2
 
 
-def _follow(table: ItemStateTable, store: _Store, reported: list[set[str] | None]) -> None:
-    """Follows until `reported` is used up (each call of `changes` takes the next)."""
+def _follow(
+    table: ItemStateTable, store: _Store, reported: list[set[str] | redis.RedisError | None]
+) -> None:
+    """Follows until `reported` is used up (each call of `changes` takes the next, or raises
+    it)."""
     stop = threading.Event()
 
     def changes() -> set[str] | None:
         if len(reported) == 1:
             stop.set()
-        return reported.pop(0)
+        report = reported.pop(0)
+        if isinstance(report, redis.RedisError):
+            raise report
+        return report
 
     table.follow(store.read, changes, stop, interval_s=0.0)
 
@@ -65,6 +71,17 @@ def test_following_rereads_what_changed_and_everything_when_a_change_may_be_miss
     np.testing.assert_array_equal(last, [2.0, np.nan, np.nan])
     np.testing.assert_array_equal(events, [3.0, 0.0, 0.0])
     assert len(table) == 3
+
+
+def test_when_redis_cannot_report_changes_the_table_is_swept_and_later_reports_followed(
+) -> None:
+    store = _Store({"a": (1.0, 2.0, 3.0)})
+    table = ItemStateTable(reads_per_s=1e6, chunk=2)
+    table.load(state_reader(dict.fromkeys("abc", (0.0, 0.0, 0.0))), ["a", "b", "c"])
+    refused = redis.ConnectionError("item change tracking refused: NOPERM")
+    _follow(table, store, [refused, refused, {"c"}, set()])
+    assert store.reads == [["a", "b"], ["c"], ["a", "b"], ["c"], ["c"]]
+    np.testing.assert_array_equal(table.states(["a"])[2], [3.0])
 
 
 def test_what_a_failed_read_was_to_read_is_read_on_the_next_try() -> None:
