@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
 import redis
+from pydantic import SecretStr
 
 from models.point_in_time import InteractionLog, item_state_features
 from serving.features import RedisFeatureReader, StateArrays
@@ -161,3 +163,38 @@ def test_writes_to_item_hashes_are_reported_once_and_a_lost_connection_says_look
         _wait(lambda: changes.changed() == {"e"})
     finally:
         changes.close()
+
+
+def test_where_redis_refuses_change_tracking_the_table_is_kept_current_by_sweeps(
+    redis_admin: redis.Redis, scorer_redis_connection: RedisConnection
+) -> None:
+    prefix = scorer_redis_connection.key_prefix
+    keys = FeatureKeys(prefix)
+    user, password = f"notrack-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    redis_admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"],
+                            keys=[f"{prefix}*"], commands=["+@read", "+@connection",
+                                                           "-client|tracking"])
+    connection = scorer_redis_connection.model_copy(
+        update={"username": user, "password": SecretStr(password)}
+    )
+    try:
+        changes = _changes(connection)
+        with pytest.raises(redis.ConnectionError, match="NOPERM"):
+            changes.changed()
+        reader = RedisFeatureReader(connection.client(), prefix)
+        table = ItemStateTable(reads_per_s=50_000.0)
+        table.load(reader.item_states, ["x"])
+        stop = threading.Event()
+        follow = threading.Thread(target=table.follow,
+                                  args=(reader.item_states, changes.changed, stop, 0.02))
+        follow.start()
+        try:
+            redis_admin.hset(keys.item("x"), mapping={"first_ts": "5.000", "last_ts": "6.000",
+                                                      "n_view": "4"})
+            _wait(lambda: table.states(["x"])[2][0] == 4.0)
+        finally:
+            stop.set()
+            follow.join(timeout=5)
+            changes.close()
+    finally:
+        redis_admin.acl_deluser(user)
