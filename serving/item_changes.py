@@ -36,7 +36,6 @@ class _Tracking:
 
     def __init__(self, address: Address, prefix: str, username: str | None,
                  password: str | None, timeout_s: float) -> None:
-        self.address = address
         self._reader = hiredis.Reader()
         self._sock = socket.create_connection(address, timeout=timeout_s)
         hello: tuple[str, ...] = ("HELLO", "3")
