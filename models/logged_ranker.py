@@ -258,12 +258,15 @@ class GateDecision:
 
 def gate(
     ranker: LoggedRanker, held_back: Sequence[GradedList], min_gain: float = 0.0,
-    min_lists: int = 50, z: float = 2.0,
+    min_lists: int = 50, z: float = 2.5,
 ) -> GateDecision:
     """Promote only when the ranker's graded NDCG@10 on `held_back` beats retrieval order (the
     retriever score column) by more than `min_gain` and by more than `z` standard errors of the
     paired per-list difference, over at least `min_lists` lists that hold a positive grade: a
-    few hundred lists are noisy, and a ranker that only fits noise must not pass by luck."""
+    few hundred lists are noisy, and a ranker that only fits noise must not pass by luck. The
+    trainer looks again every few micro-batches, so one look's chance of a false pass must be
+    small: about 1 in 44 at 2 standard errors (a few dozen looks would likely pass one), 1 in
+    160 at 2.5."""
     positive = [item for item in held_back if item.grades.max(initial=0) > 0]
     ranked = _per_list_ndcg(positive, [ranker.score(i.vectors) for i in positive])
     retrieval = _per_list_ndcg(positive, [i.vectors[:, RETRIEVER_COLUMN] for i in positive])

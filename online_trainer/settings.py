@@ -139,7 +139,7 @@ class TrainSettings(ServiceSettings):
     )
     ranker_min_gain: float = Field(
         0.0, ge=0.0, le=1.0, description="Graded NDCG@10 a ranker must gain over retrieval "
-        "order on the held-back lists (besides two standard errors) to be published.",
+        "order on the held-back lists (besides 2.5 standard errors) to be published.",
     )
     ranker_min_lists: int = Field(
         50, ge=2, le=100_000, description="Held-back lists with a positive grade the gate "
