@@ -3,6 +3,8 @@
 Set-up, all on the local broker and Redis, isolated by a fresh topic and key prefix:
 - a session Transformer over `catalog_items` items (random weights: latency does not depend on
   what the weights learned) stored in a temporary model store and announced on model.updates;
+- every item's metadata on catalog.items (its category as its genre, a release year), so the
+  ranking stage computes its content features as in production;
 - the real feature worker (a child process) ingests a seed of interactions, then
   `ingest_rate` events/s from a producer child process for the whole run;
 - one scorer child process (`streamrec serve`, configured by STREAMREC_* variables).
@@ -39,9 +41,17 @@ from bench.load import InteractionDraw
 from bench.report import percentile, print_table, write_result
 from deploy.local.settings import LocalStackSettings
 from deploy.local.worker_process import WorkerProcess, free_port, settled
+from schemas.catalog import CatalogItem
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest, RecommendationResponse
-from schemas.topics import CATALOG, INTERACTIONS, MODEL_UPDATES, REC_REQUESTS, REC_RESPONSES
+from schemas.topics import (
+    CATALOG,
+    CATALOG_ITEMS,
+    INTERACTIONS,
+    MODEL_UPDATES,
+    REC_REQUESTS,
+    REC_RESPONSES,
+)
 from schemas.wire import decode
 from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
@@ -84,6 +94,10 @@ def _ingest(kafka: KafkaConnection, catalog: int, rate: float, stop: EventType) 
 
 def _seed(kafka: KafkaConnection, catalog: int) -> None:
     producer, draw = _producer(kafka), _draw(3, catalog)
+    for n in range(catalog):
+        item = CatalogItem(item_id=f"i{n}", genres=[f"c{n % CATEGORIES}"],
+                           release_year=1950 + n % 75, updated_at=time.time())
+        producer.send(kafka.topic(CATALOG_ITEMS), item.item_id, item)
     start = time.time() - SEED_EVENTS * 0.05
     for key, value in draw.payloads([start + n * 0.05 for n in range(SEED_EVENTS)]):
         producer.send_raw(kafka.topic(INTERACTIONS), key, value)

@@ -1,4 +1,5 @@
-"""`streamrec produce-sample`: synthetic interactions into `interactions`."""
+"""`streamrec produce-sample`: synthetic interactions into `interactions`, with the items'
+metadata into `catalog.items`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def produce_sample(
         False, help="Stamp events with the wall clock instead of simulated time."
     ),
 ) -> None:
-    """Publish realistic synthetic interactions to `interactions`."""
+    """Publish realistic synthetic interactions to `interactions` (and the metadata of every
+    item to `catalog.items`)."""
     from deploy.generators.sample import SampleConfig, publish_sample
     from streams.kafka.principals import APP
     from streams.service_settings import ServiceSettings
@@ -29,4 +31,7 @@ def produce_sample(
     kafka = ServiceSettings().kafka.with_default_principal(APP)
     topic = publish_sample(kafka, config, count, rate, live)
     elapsed = time.perf_counter() - started
-    typer.echo(f"published {count} events to {topic} in {elapsed:.2f}s ({count / elapsed:,.0f}/s)")
+    typer.echo(
+        f"published {items} items' metadata and {count} events to {topic} in {elapsed:.2f}s "
+        f"({count / elapsed:,.0f} events/s)"
+    )

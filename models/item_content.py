@@ -8,7 +8,7 @@ zero genre rows and unknown years, so content features are constant and carry no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,20 +38,37 @@ class ItemContent:
     def from_frame(cls, items: pd.DataFrame, item_ids: Sequence[str]) -> ItemContent:
         """Content of ``item_ids`` (index i + 1 is ``item_ids[i]``) from a frame with columns
         ``item_id``, ``release_year`` and ``genres`` (tuples); items it lacks stay unknown."""
-        names = tuple(sorted({g for genres in items["genres"] for g in genres}))
+        return cls.from_records(
+            item_ids,
+            zip(items["item_id"].astype(str), items["release_year"], items["genres"],
+                strict=True),
+        )
+
+    @classmethod
+    def from_records(
+        cls, item_ids: Sequence[str], records: Iterable[tuple[str, float | None, Sequence[str]]]
+    ) -> ItemContent:
+        """Content of ``item_ids`` (index i + 1 is ``item_ids[i]``) from (item id, release year
+        or None, genres) records; items without one stay unknown. The genre columns are the
+        records' genres in sorted order."""
+        known = list(records)
+        names = tuple(sorted({g for _, _, item_genres in known for g in item_genres}))
         column = {name: j for j, name in enumerate(names)}
         row_of = {item: i + 1 for i, item in enumerate(item_ids)}
         genres = np.zeros((len(item_ids) + 1, max(1, len(names))), dtype=np.float32)
         years = np.full(len(item_ids) + 1, np.nan, dtype=np.float32)
-        for item, year, item_genres in zip(
-            items["item_id"], items["release_year"], items["genres"], strict=True
-        ):
-            row = row_of.get(str(item))
+        for item, year, item_genres in known:
+            row = row_of.get(item)
             if row is None:
                 continue
-            years[row] = year
+            years[row] = np.nan if year is None else year
             for genre in item_genres:
                 genres[row, column[genre]] = 1.0
-        norms = np.linalg.norm(genres, axis=1, keepdims=True)
-        genres = np.divide(genres, norms, out=np.zeros_like(genres), where=norms > 0)
-        return cls(genres=genres, years=years, genre_names=names)
+        return cls(genres=unit_genre_rows(genres), years=years, genre_names=names)
+
+
+def unit_genre_rows(multi_hot: FloatArray) -> FloatArray:
+    """Multi-hot genre rows scaled to unit L2 norm (rows without a genre stay zero)."""
+    norms = np.linalg.norm(multi_hot, axis=1, keepdims=True)
+    unit: FloatArray = np.divide(multi_hot, norms, out=np.zeros_like(multi_hot), where=norms > 0)
+    return unit

@@ -23,17 +23,19 @@ Feature groups (names in :data:`FEATURE_NAMES`, one column each, all finite):
 
 The serving feature set (:data:`SERVING_FEATURE_NAMES`, version :data:`SERVING_FEATURE_SET`) is
 the retriever, similarity and user groups, what the scorer holds at request time (the ANN scores,
-the model's item and query vectors, the history it encoded), and the item state features: time
-since the item's last and first interaction and its event count, which the stream keeps in each
-item's hash (first and last time, one counter per event type) and the scorer reads per
-candidate. The scorer (serving.feature_log) and this module call the same group functions
-(:func:`retriever_features`, :func:`similarity_features`, :func:`item_state_features`,
-:func:`user_features`), so a vector logged at serving time and one computed here for the same
-point in time are one definition.
+the model's item and query vectors, the history it encoded), the content group, from the item
+metadata the scorer keeps from `catalog.items`, and the item state features: time since the
+item's last and first interaction and its event count, which the stream keeps in each item's
+hash (first and last time, one counter per event type) and the scorer reads per candidate. The
+scorer (serving.feature_log) and this module call the same group functions
+(:func:`retriever_features`, :func:`similarity_features`, :func:`content_features`,
+:func:`item_state_features`, :func:`user_features`), so a vector logged at serving time and one
+computed here for the same point in time are one definition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +68,11 @@ FEATURE_NAMES: tuple[str, ...] = (
 SERVING_FEATURE_NAMES: tuple[str, ...] = (
     "retriever_score", "retriever_log_softmax", "retriever_log_rank",
     "sim_last", "sim_recent_mean", "sim_recent_max", "sim_query",
+    "genre_match_recent", "genre_match_history", "year_gap_recent",
     "item_log_since_last", "item_log_age", "item_log_count_all",
     "user_log_history", "user_log_gap",
 )
-SERVING_FEATURE_SET = "pit-serving-v2"
+SERVING_FEATURE_SET = "pit-serving-v3"
 """Version of :data:`SERVING_FEATURE_NAMES` and their definitions: logged with every vector, so
 a changed definition never mixes with examples computed under the old one."""
 
@@ -159,7 +162,7 @@ def candidate_features(
     parts = [
         retriever_features(retriever_scores),
         _similarity(unit_items, unit_rows(query_vectors), queries.histories, candidates),
-        _content(content, queries.histories, candidates),
+        content_features(content, queries.histories, candidates),
         _activity(log, candidates, as_of),
         _user(queries, candidates.shape[1]),
     ]
@@ -171,6 +174,7 @@ def candidate_features(
 
 def serving_candidate_features(
     log: InteractionLog,
+    content: ItemContent,
     item_vectors: FloatArray,
     queries: Queries,
     query_vectors: FloatArray,
@@ -188,6 +192,7 @@ def serving_candidate_features(
     parts = [
         retriever_features(retriever_scores),
         _similarity(unit_items, unit_rows(query_vectors), queries.histories, candidates),
+        content_features(content, queries.histories, candidates),
         state.reshape(*candidates.shape, state.shape[1]),
         _user(queries, candidates.shape[1]),
     ]
@@ -211,7 +216,7 @@ def retriever_features(scores: FloatArray) -> FloatArray:
     return np.stack([scores, log_softmax, np.log1p(ranks)], axis=2).astype(np.float32)
 
 
-def _tails(histories: list[IntArray], n: int) -> IntArray:
+def _tails(histories: Sequence[IntArray], n: int) -> IntArray:
     """The last n items of each history, left-padded with 0 (padding)."""
     tails = np.zeros((len(histories), n), dtype=np.int64)
     for row, history in enumerate(histories):
@@ -249,7 +254,13 @@ def similarity_features(
     return np.stack([sims[:, :, -1], mean, best, query], axis=2).astype(np.float32)
 
 
-def _content(content: ItemContent, histories: list[IntArray], candidates: IntArray) -> FloatArray:
+def content_features(
+    content: ItemContent, histories: Sequence[IntArray], candidates: IntArray
+) -> FloatArray:
+    """``[q, k, 3]``: the genre cosine of each candidate with the genre profile of the query's
+    :data:`PROFILE_ITEMS` newest history items and of its whole history, and the absolute gap
+    between its release year and the mean of the recent items' known years (0 when either is
+    unknown). ``histories`` and ``candidates`` are indices into ``content``."""
     recent = _tails(histories, PROFILE_ITEMS)
     recent_profile = unit_rows(content.genres[recent].sum(axis=1))
     history_profile = unit_rows(np.stack([content.genres[h].sum(axis=0) for h in histories]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
+from schemas.catalog import CatalogItem
 from schemas.deadletter import DeadLetter
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
@@ -22,4 +23,5 @@ RECORDS: dict[str, type[BaseModel]] = {
     "DriftAlert": DriftAlert,
     "ServedFeatures": ServedFeatures,
     "RankerExample": RankerExample,
+    "CatalogItem": CatalogItem,
 }

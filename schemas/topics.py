@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
+from schemas.catalog import CatalogItem
 from schemas.deadletter import DeadLetter
 from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
@@ -96,6 +97,18 @@ RANKER_EXAMPLES = TopicSpec(
 
 
 
+# What applications know about their items (genres, release year): the rankers' content
+# features. Compacted, and read whole by every scorer at each start, like model.updates.
+CATALOG_ITEMS = TopicSpec(
+    "catalog.items",
+    "item_id",
+    CatalogItem,
+    partitions=1,
+    retention_ms=-1,
+    cleanup_policy="compact",
+)
+
+
 def _dead_letters(source: TopicSpec) -> TopicSpec:
     return TopicSpec(
         f"{source.name}.dlq",
@@ -115,6 +128,7 @@ KPI_METRICS_DLQ = _dead_letters(KPI_METRICS)
 ALERTS_DRIFT_DLQ = _dead_letters(ALERTS_DRIFT)
 REC_FEATURES_DLQ = _dead_letters(REC_FEATURES)
 RANKER_EXAMPLES_DLQ = _dead_letters(RANKER_EXAMPLES)
+CATALOG_ITEMS_DLQ = _dead_letters(CATALOG_ITEMS)
 
 CATALOG: tuple[TopicSpec, ...] = (
     INTERACTIONS,
@@ -132,6 +146,8 @@ CATALOG: tuple[TopicSpec, ...] = (
     REC_FEATURES_DLQ,
     RANKER_EXAMPLES,
     RANKER_EXAMPLES_DLQ,
+    CATALOG_ITEMS,
+    CATALOG_ITEMS_DLQ,
 )
 
 

@@ -1,8 +1,10 @@
-"""Cold start: answers for users and sessions the model cannot encode, never an error.
+"""Cold start: answers for users and sessions the model cannot encode, never an error, and
+places for items the model does not know yet.
 
 Recent popularity (this hour plus half of the previous one, from the feature store), nudged by
 context: popular items in the categories the session has just touched come first. Also the
-backfill when filters leave a model answer short of k items.
+backfill when filters leave a model answer short of k items. New items (in the catalog, unknown
+to the serving version) take the last places of a model answer (:func:`with_new_items`).
 """
 
 from __future__ import annotations
@@ -55,3 +57,19 @@ def backfill(
     extra = allowed.apply(((i, s) for i, s in popular if i not in present), categories)
     # Popularity counts are not on the model's scale: keep them strictly below the model's items.
     return answer + [(i, floor - 1.0 - n) for n, (i, _) in enumerate(extra[: k - len(answer)])]
+
+
+def with_new_items(
+    answer: list[tuple[str, float]], new: Sequence[str], k: int
+) -> list[tuple[str, float]]:
+    """`answer` (best first) with the `new` items in its last places of the top k, in their
+    order, scored between the item above them and the one they push down."""
+    if not new:
+        return answer
+    placed = set(new)
+    rest = [(i, s) for i, s in answer if i not in placed]
+    at = max(0, min(len(rest), k - len(new)))
+    above = rest[at - 1][1] if at > 0 else 0.0
+    below = rest[at][1] if at < len(rest) else above - 1.0
+    step = (above - below) / (len(new) + 1)
+    return [*rest[:at], *((i, above - step * (n + 1)) for n, i in enumerate(new)), *rest[at:]]

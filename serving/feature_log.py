@@ -16,10 +16,12 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from models.item_content import ItemContent
 from models.point_in_time import (
     RECENT_ITEMS,
     SERVING_FEATURE_NAMES,
     SERVING_FEATURE_SET,
+    content_features,
     item_state_features,
     retriever_features,
     similarity_features,
@@ -28,7 +30,15 @@ from models.point_in_time import (
 )
 from schemas.ranker_examples import ServedFeatures, encode_vectors
 from serving.features import StateArrays
-from serving.model_bundle import FloatArray, History, ModelBundle
+from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
+
+ContentLookup = Callable[[Sequence[str]], ItemContent]
+"""The content of item ids (index i + 1 is the i-th id): serving.item_catalog.ItemCatalog."""
+
+
+def no_content(item_ids: Sequence[str]) -> ItemContent:
+    """What a scorer without item metadata describes: no genres, unknown years."""
+    return ItemContent.empty(len(item_ids))
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,11 @@ def candidate_vectors(
     candidates: Sequence[Sequence[tuple[str, float]]],
     now: float,
     states: Callable[[Sequence[str]], StateArrays],
+    content: ContentLookup = no_content,
 ) -> list[CandidateVectors | None]:
     """Per request, the serving feature vectors of its `candidates` (id, ANN score), whose
     version encoded its history into its row of `queries`, with the candidates' item state as
-    `states` looks it up; None for a request with no
+    `states` looks it up and the items' content as `content` does; None for a request with no
     candidate to describe. Requests with the same number of candidates (most of a group's) are
     computed in one vectorised pass: per request, the small array calls cost more than their
     arithmetic."""
@@ -66,7 +77,7 @@ def candidate_vectors(
     for rows in by_count.values():
         matrices = _matrices(
             bundle, queries[rows], [histories[r] for r in rows], [known[r] for r in rows], now,
-            states,
+            states, content,
         )
         for row, matrix in zip(rows, matrices, strict=True):
             out[row] = CandidateVectors(
@@ -82,6 +93,7 @@ def _matrices(
     known: Sequence[Sequence[tuple[str, float]]],
     now: float,
     states: Callable[[Sequence[str]], StateArrays],
+    content: ContentLookup,
 ) -> FloatArray:
     """``[q, k, len(SERVING_FEATURE_NAMES)]`` for q requests of k known candidates each."""
     q, k = len(known), len(known[0])
@@ -110,11 +122,28 @@ def _matrices(
         # similarity compares within the item space.
         similarity_features(vectors[: q * k].reshape(q, k, dim), recent_vectors, present,
                             unit_rows(queries[:, :dim])),
+        _content(bundle, content, indices, histories),
         item_state.reshape(q, k, item_state.shape[1]),
         user_features(np.array([len(h) for h in histories], dtype=np.float64), last,
                       np.full(q, now, dtype=np.float64), k),
     ]
     return np.concatenate(parts, axis=2).astype(np.float32)
+
+
+def _content(
+    bundle: ModelBundle, content: ContentLookup, indices: IntArray, histories: Sequence[History]
+) -> FloatArray:
+    """The content group, from the content of only the items involved: the candidates and the
+    histories, renumbered 1.. in the order of their version's indices."""
+    history_indices = [np.array([i for i, _ in h], dtype=np.int64) for h in histories]
+    involved = np.unique(np.concatenate([indices.ravel(), *history_indices]))
+    known = content([bundle.item_ids[i] for i in involved.tolist()])
+
+    def local(version_indices: IntArray) -> IntArray:
+        found: IntArray = np.searchsorted(involved, version_indices) + 1
+        return found
+
+    return content_features(known, [local(h) for h in history_indices], local(indices))
 
 
 def served_features(

@@ -19,11 +19,18 @@ import numpy as np
 from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
 from serving.batching import BatchPlan, Group, plan_batch
-from serving.cold_start import CONTEXT_EVENTS, backfill, popular_candidates
+from serving.cold_start import (
+    CONTEXT_EVENTS,
+    backfill,
+    popular_candidates,
+    with_new_items,
+)
 from serving.feature_log import (
     CandidateVectors,
+    ContentLookup,
     PublishedRanker,
     candidate_vectors,
+    no_content,
     rerank,
     served_features,
 )
@@ -41,6 +48,10 @@ from serving.registry import Deployment, Routing
 logger = logging.getLogger(__name__)
 MAX_SCORE = 1e6
 DENSE_FEATURES = 8
+
+NewItemSource = Callable[[Mapping[str, int], Sequence[str], int, Callable[[str], bool]], list[str]]
+"""(a version's item index, a user's item history, how many, which are allowed) -> items the
+version does not know, best match first (serving.item_catalog.ItemCatalog.new_items)."""
 
 
 @dataclass
@@ -87,6 +98,9 @@ class Scorer:
         logged_candidates: int = 100,
         ranker: Callable[[], PublishedRanker | None] = lambda: None,
         item_states: Callable[[Sequence[str]], StateArrays] | None = None,
+        item_content: ContentLookup = no_content,
+        new_items: NewItemSource | None = None,
+        new_item_slots: int = 0,
     ) -> None:
         self.reader = reader
         self.routing = routing
@@ -102,6 +116,13 @@ class Scorer:
         self.item_states = item_states or reader.item_states
         """The candidates' item states for the ranking stage (the scorer service passes its
         in-memory table's lookup; by default they are read per batch)."""
+        self.item_content = item_content
+        """The candidates' and histories' item metadata for the ranking stage (the scorer
+        service passes its catalog's; by default none is known)."""
+        self.new_items = new_items
+        """Items the version does not know, matched to a user (serving.item_catalog)."""
+        self.new_item_slots = new_item_slots if new_items is not None else 0
+        """Last places of a model answer given to those items."""
 
     def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
         features = self.reader.read(requests)
@@ -248,7 +269,7 @@ class Scorer:
         if self.logged_candidates:
             described = [kept[: self.logged_candidates] for kept in filtered]
             logged = candidate_vectors(bundle, found.queries, group.histories, described, now,
-                                       self.item_states)
+                                       self.item_states, self.item_content)
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
             dense = dense_features(contexts, now)
@@ -261,6 +282,24 @@ class Scorer:
         for position, kept, vectors in zip(group.members, filtered, logged, strict=True):
             drafts[position] = Draft(kept, group.deployment, strategy, filtered=True,
                                      ranker=published, logged=vectors)
+
+    def _with_new_items(
+        self,
+        request: RecommendationRequest,
+        deployment: Deployment,
+        context: UserContext,
+        allowed: CandidateFilter,
+        categories: Mapping[str, str],
+        candidates: list[tuple[str, float]],
+    ) -> list[tuple[str, float]]:
+        assert self.new_items is not None
+        shown = {i for i, _ in candidates[: request.k]}
+        history = [e.item_id for e in context.user_events or context.session_events]
+        new = self.new_items(
+            deployment.bundle.item_index, history, min(self.new_item_slots, request.k),
+            lambda i: i not in shown and allowed.allows(i, categories.get(i)),
+        )
+        return with_new_items(candidates, new, request.k)
 
     def _answer(
         self,
@@ -276,6 +315,9 @@ class Scorer:
         if not draft.filtered:
             candidates = allowed.apply(candidates, categories, limit=self._depth(request, rules))
         candidates = backfill(candidates, features.popular, allowed, categories, request.k)
+        if self.new_items is not None and self.new_item_slots and draft.deployment is not None:
+            candidates = self._with_new_items(request, draft.deployment, context, allowed,
+                                              categories, candidates)
         pinned = {i: p for i, p in rules.pinned.items() if allowed.allows(i, categories.get(i))}
         ranked = [Ranked(i, s) for i, s in candidates]
         items = order(ranked, rules, categories, request.k, pinned)

@@ -1,4 +1,4 @@
-"""Kafka wiring of the scorer: three ContractLoops sharing one process.
+"""Kafka wiring of the scorer: four ContractLoops sharing one process.
 
 - requests: `rec.requests` (the scorers' shared consumer group) -> Scorer -> `rec.responses`;
   rejects are dead-lettered to `rec.requests.dlq` and, when the requester can be identified,
@@ -6,7 +6,9 @@
 - model updates: `model.updates` from the beginning (a private group per process start, so the
   compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap);
 - KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
-  published on `model.updates` so that every scorer and operator follows.
+  published on `model.updates` so that every scorer and operator follows;
+- item metadata: `catalog.items` from the beginning (private group, compacted log) ->
+  ItemCatalog, the content features' source.
 Control records that fail their contract, or whose handling raises, are dead-lettered to
 `<topic>.dlq` one by one; the loops go on.
 Every loop flushes its producer before committing, as ContractLoop guarantees (the requests
@@ -31,14 +33,23 @@ from pydantic import BaseModel
 from redis import RedisCluster
 
 from models.store import ModelStore
+from schemas.catalog import CatalogItem
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
-from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_FEATURES, REC_REQUESTS, REC_RESPONSES
+from schemas.topics import (
+    CATALOG_ITEMS,
+    KPI_METRICS,
+    MODEL_UPDATES,
+    REC_FEATURES,
+    REC_REQUESTS,
+    REC_RESPONSES,
+)
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
 from serving.cluster_read_pipeline import ClusterReadPipeline
 from serving.features import RedisFeatureReader
+from serving.item_catalog import ItemCatalog
 from serving.item_changes import Address, ItemChanges
 from serving.item_state_table import ItemStateTable
 from serving.metrics import ServeMetrics
@@ -151,6 +162,7 @@ class ScorerService:
             settings.redis.socket_timeout_s,
         )
         self.item_states = ItemStateTable(settings.item_state_reads_per_s)
+        self.catalog = ItemCatalog()
         self._stop_refresh = threading.Event()
         self.registry = ModelRegistry(loader or self._load, settings.canary.share)
         self.judge = CanaryJudge(settings.canary)
@@ -166,12 +178,16 @@ class ScorerService:
             logged_candidates=settings.logged_candidates,
             ranker=self.ranker.current,
             item_states=self.item_states.states,
+            item_content=self.catalog.content,
+            new_items=self.catalog.new_items,
+            new_item_slots=settings.new_item_slots,
         )
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
         self.requests_loop = self._requests_loop()
         self.updates_loop = self._control_loop(MODEL_UPDATES.name, ModelUpdate, self._on_updates)
         self.kpi_loop = self._control_loop(KPI_METRICS.name, KpiReport, self._on_kpis)
+        self.catalog_loop = self._control_loop(CATALOG_ITEMS.name, CatalogItem, self._on_catalog)
         self._threads: list[threading.Thread] = []
 
     # -- wiring -------------------------------------------------------------------------------
@@ -278,6 +294,7 @@ class ScorerService:
         items = [i for i in bundle.item_ids if i]
         self.reader.warm_categories(items)
         self.item_states.load(self._load_item_states, items)
+        self.catalog.track(bundle.item_index)
         return bundle
 
     def _refresh_item_states(self) -> None:
@@ -359,6 +376,10 @@ class ScorerService:
             )
         return []
 
+    def _on_catalog(self, batch: list[Envelope[CatalogItem]]) -> list[RecordRejected]:
+        self.catalog.apply(e.record for e in batch)
+        return []
+
     def _routing_changed(self, routing: Routing) -> None:
         self.metrics.routing_changed(routing)
         serving = routing.serving.version if routing.serving else None
@@ -398,6 +419,7 @@ class ScorerService:
         for name, loop in (
             ("scorer-updates", self.updates_loop),
             ("scorer-kpis", self.kpi_loop),
+            ("scorer-catalog", self.catalog_loop),
             ("scorer-requests", self.requests_loop),
         ):
             thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
@@ -423,12 +445,13 @@ class ScorerService:
             raise
 
     def stop(self) -> None:
-        for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):
+        loops = (self.requests_loop, self.updates_loop, self.kpi_loop, self.catalog_loop)
+        for loop in loops:
             loop.stop()
         self._stop_refresh.set()
         for thread in self._threads:
             thread.join(timeout=30)
-        for loop in (self.requests_loop, self.updates_loop, self.kpi_loop):
+        for loop in loops:
             loop.consumer.close()
         self.registry.close()
         self.producer.close()

@@ -84,6 +84,12 @@ class ServeSettings(ServiceSettings):
         100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
         "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
     )
+    new_item_slots: int = Field(
+        1, ge=0, le=100, description="Last places of each model answer given to catalog items "
+        "the serving version does not know yet (published to catalog.items since it was "
+        "trained, or never interacted with), those whose genres best match the user's recent "
+        "items; 0 gives none. A place stays with the model when no such item shares a genre.",
+    )
     item_state_refresh_ms: float = Field(
         250.0, gt=0, le=60_000, description="How often the scorer re-reads the state (first "
         "and last interaction time, event count) of the items Redis reports written, for the "

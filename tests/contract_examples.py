@@ -21,6 +21,7 @@ from schemas import (
     ScoredItem,
     TrainingWindow,
 )
+from schemas.catalog import CatalogItem
 from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 
 
@@ -133,5 +134,12 @@ def examples() -> dict[str, BaseModel]:
             vectors=encode_vectors(np.array([[0.5, -1.0, 2.0], [0.25, 0.0, 1e-8]], np.float32)),
             grades=[1, 0],
             labelled_at=now,
+        ),
+        "CatalogItem": CatalogItem(
+            item_id="i-3",
+            title="Twelve Monkeys (1995)",
+            genres=["Drama", "Mystery", "Sci-Fi", "Thriller", "Film-Noir", "Children's"],
+            release_year=1995,
+            updated_at=now,
         ),
     }

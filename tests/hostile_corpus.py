@@ -21,6 +21,7 @@ from schemas import encode
 from schemas.limits import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES
 from schemas.topics import (
     ALERTS_DRIFT,
+    CATALOG_ITEMS,
     INTERACTIONS,
     KPI_METRICS,
     MODEL_UPDATES,
@@ -49,6 +50,7 @@ DOORS: dict[str, Door] = {
         Door(MODEL_UPDATES, "ModelUpdate", "model_name", "published_at"),
         Door(KPI_METRICS, "KpiReport", "model_version", "window_end"),
         Door(ALERTS_DRIFT, "DriftAlert", "alert_id", "detected_at"),
+        Door(CATALOG_ITEMS, "CatalogItem", "item_id", "updated_at"),
     )
 }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from deploy.demo.settings import DemoSettings
-from deploy.generators.dataset_replay import frame_events
+from deploy.generators.dataset_replay import frame_events, frame_items
 from deploy.local.settings import LocalStackSettings
 from models.store import ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
@@ -21,7 +21,7 @@ from online_trainer.publisher import Publication, Publisher
 from online_trainer.retrain import full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
-from schemas.topics import INTERACTIONS
+from schemas.topics import CATALOG_ITEMS, INTERACTIONS
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ADMIN
 from streams.kafka.producer import EventProducer
@@ -104,6 +104,18 @@ def pretrain_and_publish(settings: TrainSettings, first: pd.DataFrame) -> Public
     producer.close()
     logger.info("pretrained events=%d version=%s", len(interactions), publication.version)
     return publication
+
+
+def publish_catalog(kafka: KafkaConnection, items: pd.DataFrame) -> int:
+    """The dataset's item metadata (genres, release year) to `catalog.items`."""
+    producer = EventProducer(kafka)
+    topic = kafka.topic(CATALOG_ITEMS)
+    count = 0
+    for item in frame_items(items, time.time()):
+        producer.send(topic, item.item_id, item)
+        count += 1
+    producer.close()
+    return count
 
 
 def backfill(kafka: KafkaConnection, first: pd.DataFrame, end_at: float) -> int:

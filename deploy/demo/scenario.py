@@ -22,7 +22,7 @@ from deploy.generators.dataset_replay import frame_events
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
 from deploy.local.worker_process import settled
-from models.datasets import load_ml100k
+from models.datasets import load_ml100k, load_ml100k_items
 from online_trainer.settings import TrainSettings
 from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
@@ -73,6 +73,7 @@ def _with_services(
         bootstrap.pretrain_and_publish(_train_settings(state), first)
         state.phase = "backfill"
         refresh(state)
+        bootstrap.publish_catalog(run.kafka.as_principal(APP), load_ml100k_items())
         state.backfill = bootstrap.backfill(
             run.kafka.as_principal(APP), first, time.time() - _BACKFILL_AGE_S
         )

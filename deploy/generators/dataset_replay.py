@@ -2,7 +2,8 @@
 
 Used by the online-training benchmark, its integration test and the demo: rows become
 InteractionEvents in time order, keyed by user, with sessions cut at 30 minutes of inactivity.
-Event times can be kept (historical replay) or shifted so the last row lands "now".
+Event times can be kept (historical replay) or shifted so the last row lands "now". The
+dataset's item metadata, where it has some, becomes CatalogItems (:func:`frame_items`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 import pandas as pd
 
 from schemas import EventType, InteractionEvent
+from schemas.catalog import CatalogItem
+from schemas.fields import printable_text
 
 SESSION_GAP_S = 30 * 60
 
@@ -41,4 +44,19 @@ def frame_events(
             item_id=item,
             event_type=event_type,
             timestamp=t + shift,
+        )
+
+
+def frame_items(items: pd.DataFrame, updated_at: float) -> Iterator[CatalogItem]:
+    """Catalog records from a frame with columns ``item_id``, ``title``, ``release_year``
+    (NaN when unknown) and ``genres`` (tuples), as models.datasets.load_ml100k_items reads."""
+    for item, title, year, genres in zip(
+        items["item_id"], items["title"], items["release_year"], items["genres"], strict=True
+    ):
+        yield CatalogItem(
+            item_id=str(item),
+            title=printable_text(str(title), 256),
+            genres=list(genres),
+            release_year=None if pd.isna(year) else int(year),
+            updated_at=updated_at,
         )

@@ -5,7 +5,9 @@ The generator models what the features and models are supposed to discover:
 - a popularity skew (Zipf) inside each category;
 - sessions: bursts of events seconds apart, separated by hours;
 - the funnel view -> click -> add_to_cart -> purchase on the same item;
-- new items entering the catalog over time (cold start).
+- new items entering the catalog over time (cold start);
+- item metadata for the whole catalog up front (`catalog.items`): each item's category as its
+  genre, and a release year, so new items have content before their first event.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.catalog import CatalogItem
 from schemas.events import EventContext, EventType, InteractionEvent
-from schemas.topics import INTERACTIONS
+from schemas.topics import CATALOG_ITEMS, INTERACTIONS
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 from streams.pacing import Pacer
@@ -147,6 +150,17 @@ class SampleGenerator:
             if self.rng.random() < self.c.p_purchase:
                 yield self._event(user_idx, session, item, EventType.PURCHASE)
 
+    def catalog(self, updated_at: float) -> Iterator[CatalogItem]:
+        """Every item's metadata (the items that appear later included)."""
+        for item, category in enumerate(self._item_category):
+            yield CatalogItem(
+                item_id=f"i{item}",
+                title=f"Item {item}",
+                genres=[f"c{category}"],
+                release_year=1980 + (item * 7 + category) % 45,
+                updated_at=updated_at,
+            )
+
     def events(self, count: int) -> Iterator[InteractionEvent]:
         # Simulated time ends about now: ~25 s per event on average (events plus session gaps).
         self.now = self._start_ts if self._start_ts is not None else time.time() - 25.0 * count - 60
@@ -166,13 +180,16 @@ class SampleGenerator:
 def publish_sample(
     kafka: KafkaConnection, config: SampleConfig, count: int, rate: float, live: bool
 ) -> str:
-    """Publishes `count` generated events to `interactions` at `rate` events/s (0 = at once);
-    returns the topic written."""
+    """Publishes the catalog's metadata to `catalog.items`, then `count` generated events to
+    `interactions` at `rate` events/s (0 = at once); returns the events' topic."""
     producer = EventProducer(kafka)
     generator = SampleGenerator(config, live=live)
     topic = kafka.topic(INTERACTIONS)
     pacer = Pacer(rate)
     try:
+        catalog = kafka.topic(CATALOG_ITEMS)
+        for item in generator.catalog(time.time()):
+            producer.send(catalog, item.item_id, item)
         for event in generator.events(count):
             pacer.wait()
             producer.send(topic, event.user_id, event)

@@ -14,6 +14,8 @@ from schemas.topics import (
     ALERTS_DRIFT,
     ALERTS_DRIFT_DLQ,
     CATALOG,
+    CATALOG_ITEMS,
+    CATALOG_ITEMS_DLQ,
     INTERACTIONS,
     INTERACTIONS_DLQ,
     KPI_METRICS,
@@ -55,9 +57,11 @@ class Grants:
 
 
 GRANTS: dict[str, Grants] = {
-    # An application: sends interactions and requests, reads answers, KPIs and alerts.
+    # An application: sends interactions, requests and its items' metadata, reads answers,
+    # KPIs and alerts.
     APP: Grants(
-        reads=(REC_RESPONSES, KPI_METRICS, ALERTS_DRIFT), writes=(INTERACTIONS, REC_REQUESTS)
+        reads=(REC_RESPONSES, KPI_METRICS, ALERTS_DRIFT),
+        writes=(INTERACTIONS, REC_REQUESTS, CATALOG_ITEMS),
     ),
     # Looks at everything (dead letters included), changes nothing.
     OPERATOR: Grants(reads=CATALOG, writes=()),
@@ -71,10 +75,10 @@ GRANTS: dict[str, Grants] = {
     # Writes model.updates only for its canary's promote and rollback decisions; dead-letters
     # what it cannot accept from each topic it reads.
     SCORER: Grants(
-        reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS),
+        reads=(REC_REQUESTS, MODEL_UPDATES, KPI_METRICS, CATALOG_ITEMS),
         writes=(
             REC_RESPONSES, REC_FEATURES, REC_REQUESTS_DLQ, MODEL_UPDATES, MODEL_UPDATES_DLQ,
-            KPI_METRICS_DLQ,
+            KPI_METRICS_DLQ, CATALOG_ITEMS_DLQ,
         ),
     ),
     # The only writer of KPIs, drift alerts and labelled ranker examples; dead-letters the

@@ -1,4 +1,4 @@
-"""The scorer's three doors on the real Kafka: every record of each door's hostile corpus lands
+"""The scorer's four doors on the real Kafka: every record of each door's hostile corpus lands
 in that door's dead-letter topic (a bad request with recoverable ids also gets an error
 answer), and the scorer keeps serving, its loops alive."""
 
@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from schemas.deadletter import DeadLetter
-from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS, dead_letter_topic
+from schemas.topics import (
+    CATALOG_ITEMS,
+    KPI_METRICS,
+    MODEL_UPDATES,
+    REC_REQUESTS,
+    dead_letter_topic,
+)
 from schemas.wire import decode
 from serving.responses import recover_ids
 from serving.service import ScorerService
@@ -56,6 +62,7 @@ def test_every_hostile_record_at_the_scorers_doors_is_dead_lettered_and_serving_
         REC_REQUESTS.name: corpus(REC_REQUESTS.name),
         MODEL_UPDATES.name: _keyed(corpus(MODEL_UPDATES.name)),
         KPI_METRICS.name: corpus(KPI_METRICS.name),
+        CATALOG_ITEMS.name: _keyed(corpus(CATALOG_ITEMS.name)),
     }
     for door, records in sent.items():
         _send(kafka, door, records)
@@ -71,6 +78,7 @@ def test_every_hostile_record_at_the_scorers_doors_is_dead_lettered_and_serving_
             REC_REQUESTS.name: service.requests_loop,
             MODEL_UPDATES.name: service.updates_loop,
             KPI_METRICS.name: service.kpi_loop,
+            CATALOG_ITEMS.name: service.catalog_loop,
         }
         assert wait_for(
             lambda: all(loops[d].counters.consumed >= len(sent[d]) for d in sent), 60

@@ -45,7 +45,7 @@ def test_the_served_ranker_learns_a_serving_feature_the_retriever_lacks() -> Non
 
 
 def test_the_served_ranker_never_reads_a_column_the_scorer_does_not_log() -> None:
-    hidden = "genre_match_recent"
+    hidden = "item_log_count_1h"
     assert hidden not in SERVING_FEATURE_NAMES
     train = _examples(200, 2, hidden)
     ranker = ServedRanker(ServedRankerConfig(max_epochs=2, patience=1))

@@ -15,10 +15,12 @@ from models.point_in_time import (
     serving_candidate_features,
 )
 from models.sequences import Queries
+from schemas.catalog import CatalogItem
 from schemas.ranker_examples import ServedFeatures
 from schemas.wire import decode, encode
 from serving.feature_log import PublishedRanker, candidate_vectors
 from serving.features import Interaction, UserContext
+from serving.item_catalog import ItemCatalog
 from serving.ordering import BusinessRules
 from serving.registry import Routing
 from serving.scorer import Scorer
@@ -45,6 +47,29 @@ LOG = InteractionLog.from_events(
 )
 
 
+GENRES = ("Drama", "Comedy", "Action", "Western", "Sci-Fi")
+CATALOG = [
+    # Most items with one to three genres and a year; some with no genre, no year or neither.
+    CatalogItem(item_id=f"i{n}", genres=[GENRES[(n * k) % 5] for k in range(1, 1 + n % 4)],
+                release_year=None if n % 7 == 0 else 1950 + n, updated_at=float(NOW))
+    for n in range(1, 60) if n % 11
+]
+"""The item metadata published to `catalog.items`: the candidates' and histories' content."""
+
+
+def _catalog() -> ItemCatalog:
+    catalog = ItemCatalog()
+    catalog.apply(CATALOG)
+    return catalog
+
+
+def _offline_content(n_items: int) -> ItemContent:
+    return ItemContent.from_records(
+        [f"i{n}" for n in range(1, n_items + 1)],
+        [(i.item_id, i.release_year, i.genres) for i in CATALOG],
+    )
+
+
 def _item_states() -> dict[str, ItemState]:
     """What the stream's item hashes hold after EVENTS (first and last time, count)."""
     times: dict[str, list[float]] = {}
@@ -63,7 +88,7 @@ def _served() -> tuple[dict[str, ServedFeatures], VectorRecommender]:
     live = deployment("1.0")
     reader = FakeReader({u: _context(u) for u in HISTORIES}, item_states=_item_states())
     scorer = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
-                    clock=lambda: float(NOW))
+                    clock=lambda: float(NOW), item_content=_catalog().content)
     answers = scorer.score_batch([request(u, k=6) for u in HISTORIES])
     logged = {}
     for answer in answers:
@@ -99,12 +124,18 @@ def _offline_inputs(
 def test_the_logged_vector_equals_the_offline_point_in_time_vector() -> None:
     logged, recommender = _served()
     queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
+    n_items = recommender.vectors.shape[0] - 1
     offline = serving_candidate_features(
-        LOG, recommender.vectors, queries, query_vectors, candidates, scores
+        LOG, _offline_content(n_items), recommender.vectors, queries, query_vectors, candidates,
+        scores,
     )
     since_last = offline[:, :, SERVING_FEATURE_NAMES.index("item_log_since_last")]
     # Some candidates have an item state and some none: both paths are compared.
     assert (since_last < np.log1p(NEVER_S) - 1).any() and (since_last > 20).any()
+    # Likewise some have content (a genre, a year gap) and some none.
+    genre = offline[:, :, SERVING_FEATURE_NAMES.index("genre_match_recent")]
+    year_gap = offline[:, :, SERVING_FEATURE_NAMES.index("year_gap_recent")]
+    assert (genre > 0).any() and (genre == 0).any() and (year_gap > 0).any()
     for row, user in enumerate(HISTORIES):
         record = logged[user]
         assert record.feature_set == SERVING_FEATURE_SET
@@ -117,7 +148,7 @@ def test_the_serving_set_is_the_evaluations_own_columns() -> None:
     logged, recommender = _served()
     queries, query_vectors, candidates, scores = _offline_inputs(logged, recommender)
     n_items = recommender.vectors.shape[0] - 1
-    full = candidate_features(LOG, ItemContent.empty(n_items), recommender.vectors, queries,
+    full = candidate_features(LOG, _offline_content(n_items), recommender.vectors, queries,
                               query_vectors, candidates, scores)
     columns = [FEATURE_NAMES.index(name) for name in SERVING_FEATURE_NAMES]
     for row, user in enumerate(HISTORIES):
@@ -180,11 +211,14 @@ def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() 
     ]
     queries = bundle.recommender.item_vectors(np.arange(1, 5))  # any query vectors will do
     states = state_reader(_item_states())
-    together = candidate_vectors(bundle, queries, histories, candidates, float(NOW), states)
+    content = _catalog().content
+    together = candidate_vectors(bundle, queries, histories, candidates, float(NOW), states,
+                                 content)
     assert together[3] is None
     for row in range(3):
         alone = candidate_vectors(
-            bundle, queries[[row]], [histories[row]], [candidates[row]], float(NOW), states
+            bundle, queries[[row]], [histories[row]], [candidates[row]], float(NOW), states,
+            content,
         )[0]
         mine = together[row]
         assert alone is not None and mine is not None
