@@ -92,8 +92,8 @@ class ItemCatalog:
         allowed: Callable[[str], bool],
     ) -> list[str]:
         """Up to `n` allowed items that `known` (a version's item index) lacks, best genre match
-        with the newest :data:`PROFILE_ITEMS` of `history` (item ids, oldest first) first; only
-        items sharing a genre with them."""
+        with the newest :data:`PROFILE_ITEMS` of `history` (item ids, oldest first) first, the
+        newest record first among equals; only items sharing a genre with them."""
         if n <= 0:
             return []
         with self._lock:
@@ -104,7 +104,9 @@ class ItemCatalog:
                 return []
             match = self._genres[rows] @ profile
             ids = self._ids
-            ranked = [ids[rows[j]] for j in np.argsort(-match, kind="stable") if match[j] > 0]
+            # Equal matches (the same genres): the newest record first.
+            best = np.lexsort((-rows, -match))
+            ranked = [ids[rows[j]] for j in best if match[j] > 0]
         return [item for item in ranked if allowed(item)][:n]
 
     def track(self, known: Mapping[str, int]) -> None:

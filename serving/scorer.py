@@ -12,10 +12,11 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
+from models.item_content import ItemContent
 from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationRequest, RecommendationResponse, ScoredItem
 from serving.batching import BatchPlan, Group, plan_batch
@@ -27,7 +28,6 @@ from serving.cold_start import (
 )
 from serving.feature_log import (
     CandidateVectors,
-    ContentLookup,
     PublishedRanker,
     candidate_vectors,
     no_content,
@@ -49,9 +49,22 @@ logger = logging.getLogger(__name__)
 MAX_SCORE = 1e6
 DENSE_FEATURES = 8
 
-NewItemSource = Callable[[Mapping[str, int], Sequence[str], int, Callable[[str], bool]], list[str]]
-"""(a version's item index, a user's item history, how many, which are allowed) -> items the
-version does not know, best match first (serving.item_catalog.ItemCatalog.new_items)."""
+
+
+class ItemMetadata(Protocol):
+    """What the scorer asks of the item catalog (serving.item_catalog.ItemCatalog)."""
+
+    def content(self, item_ids: Sequence[str]) -> ItemContent:
+        """Genres and release years of the items (index i + 1 is the i-th id)."""
+        ...
+
+    def new_items(
+        self, known: Mapping[str, int], history: Sequence[str], n: int,
+        allowed: Callable[[str], bool],
+    ) -> list[str]:
+        """Up to n allowed items a version (its item index) does not know, best match with
+        the user's item history first."""
+        ...
 
 
 @dataclass
@@ -98,8 +111,7 @@ class Scorer:
         logged_candidates: int = 100,
         ranker: Callable[[], PublishedRanker | None] = lambda: None,
         item_states: Callable[[Sequence[str]], StateArrays] | None = None,
-        item_content: ContentLookup = no_content,
-        new_items: NewItemSource | None = None,
+        catalog: ItemMetadata | None = None,
         new_item_slots: int = 0,
     ) -> None:
         self.reader = reader
@@ -116,13 +128,11 @@ class Scorer:
         self.item_states = item_states or reader.item_states
         """The candidates' item states for the ranking stage (the scorer service passes its
         in-memory table's lookup; by default they are read per batch)."""
-        self.item_content = item_content
-        """The candidates' and histories' item metadata for the ranking stage (the scorer
-        service passes its catalog's; by default none is known)."""
-        self.new_items = new_items
-        """Items the version does not know, matched to a user (serving.item_catalog)."""
-        self.new_item_slots = new_item_slots if new_items is not None else 0
-        """Last places of a model answer given to those items."""
+        self.catalog = catalog
+        """Item metadata: the ranking stage's content features and the items a version does
+        not know; without one, no item has content and no answer gets new items."""
+        self.new_item_slots = new_item_slots if catalog is not None else 0
+        """Last places of a model answer given to items its version does not know."""
 
     def score_batch(self, requests: Sequence[RecommendationRequest]) -> list[Answer]:
         features = self.reader.read(requests)
@@ -268,8 +278,9 @@ class Scorer:
         logged: list[CandidateVectors | None] = [None] * len(filtered)
         if self.logged_candidates:
             described = [kept[: self.logged_candidates] for kept in filtered]
+            content = self.catalog.content if self.catalog is not None else no_content
             logged = candidate_vectors(bundle, found.queries, group.histories, described, now,
-                                       self.item_states, self.item_content)
+                                       self.item_states, content)
         if bundle.ranker is not None:
             contexts = [features.contexts[p] for p in group.members]
             dense = dense_features(contexts, now)
@@ -292,10 +303,10 @@ class Scorer:
         categories: Mapping[str, str],
         candidates: list[tuple[str, float]],
     ) -> list[tuple[str, float]]:
-        assert self.new_items is not None
+        assert self.catalog is not None
         shown = {i for i, _ in candidates[: request.k]}
         history = [e.item_id for e in context.user_events or context.session_events]
-        new = self.new_items(
+        new = self.catalog.new_items(
             deployment.bundle.item_index, history, min(self.new_item_slots, request.k),
             lambda i: i not in shown and allowed.allows(i, categories.get(i)),
         )
@@ -315,7 +326,7 @@ class Scorer:
         if not draft.filtered:
             candidates = allowed.apply(candidates, categories, limit=self._depth(request, rules))
         candidates = backfill(candidates, features.popular, allowed, categories, request.k)
-        if self.new_items is not None and self.new_item_slots and draft.deployment is not None:
+        if self.new_item_slots and draft.deployment is not None:
             candidates = self._with_new_items(request, draft.deployment, context, allowed,
                                               categories, candidates)
         pinned = {i: p for i, p in rules.pinned.items() if allowed.allows(i, categories.get(i))}

@@ -178,8 +178,7 @@ class ScorerService:
             logged_candidates=settings.logged_candidates,
             ranker=self.ranker.current,
             item_states=self.item_states.states,
-            item_content=self.catalog.content,
-            new_items=self.catalog.new_items,
+            catalog=self.catalog,
             new_item_slots=settings.new_item_slots,
         )
         self.partitions: set[int] = set()

@@ -95,3 +95,10 @@ def test_only_the_newest_unknown_items_are_considered() -> None:
     found = catalog.new_items({"k": 1}, ["k"], NEW_ITEMS_CONSIDERED + 5, lambda i: True)
     assert len(found) == NEW_ITEMS_CONSIDERED
     assert "n0" not in found and f"n{NEW_ITEMS_CONSIDERED + 4}" in found
+
+
+def test_among_equal_matches_the_newest_record_comes_first() -> None:
+    catalog = ItemCatalog()
+    catalog.apply([_item("k", ["Drama"])])
+    catalog.apply([_item(f"n{n}", ["Drama"]) for n in range(4)])
+    assert catalog.new_items({"k": 1}, ["k"], 2, lambda i: True) == ["n3", "n2"]

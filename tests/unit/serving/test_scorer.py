@@ -1,10 +1,11 @@
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from models.item_content import ItemContent
 from serving.model_bundle import FloatArray, IntArray
 from serving.ordering import BusinessRules
 from serving.registry import Routing
-from serving.scorer import NewItemSource, Scorer
+from serving.scorer import Scorer
 from tests.unit.serving.fakes import (
     ExactIndex,
     FakeReader,
@@ -170,11 +171,18 @@ def test_category_filters_keep_the_full_retrieval_width() -> None:
     assert narrow.widths == [150]
 
 
-def _new_items(offered: list[str]) -> NewItemSource:
-    def source(known: object, history: object, n: int, allowed: Callable[[str], bool]
-               ) -> list[str]:
-        return [i for i in offered if allowed(i)][:n]
-    return source
+class _Offering:
+    """A catalog with no content that offers the same new items to everyone."""
+
+    def __init__(self, offered: list[str]) -> None:
+        self.offered = offered
+
+    def content(self, item_ids: Sequence[str]) -> ItemContent:
+        return ItemContent.empty(len(item_ids))
+
+    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int,
+                  allowed: Callable[[str], bool]) -> list[str]:
+        return [i for i in self.offered if allowed(i)][:n]
 
 
 def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() -> None:
@@ -182,7 +190,7 @@ def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() 
     reader = FakeReader({"u": context("u", ["i3"])}, POPULAR)
     plain = scorer(reader, routing).score_batch([request("u", k=5)])[0].response
     with_new = Scorer(reader, lambda: routing, BusinessRules(), candidates=20,
-                      new_items=_new_items(["new-1", "new-2", "new-3"]), new_item_slots=2)
+                      catalog=_Offering(["new-1", "new-2", "new-3"]), new_item_slots=2)
     answer = with_new.score_batch([request("u", k=5, exclude_items=["new-1"])])[0].response
     before = [i.item_id for i in plain.items]
     assert [i.item_id for i in answer.items] == [*before[:3], "new-2", "new-3"]
@@ -193,7 +201,7 @@ def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() 
 
 def test_cold_start_answers_get_no_new_items() -> None:
     new = Scorer(FakeReader({}, POPULAR), lambda: Routing(deployment("1.0")), BusinessRules(),
-                 new_items=_new_items(["new-1"]), new_item_slots=1)
+                 catalog=_Offering(["new-1"]), new_item_slots=1)
     answer = new.score_batch([request("stranger", k=3)])[0].response
     assert answer.strategy == "popularity"
     assert [i.item_id for i in answer.items] == ["i1", "i2", "i3"]
