@@ -265,13 +265,14 @@ def _scorer(kafka: KafkaConnection, key_prefix: str, store: Path, log: Path) -> 
 
 
 def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
-    key = 'streamrec_model_version_info{role="serving",version="1.0"}'
+    keys = ('streamrec_model_version_info{role="serving",version="1.0"}', "streamrec_serve_ready")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"scorer exited with {process.returncode}")
         try:
-            if scrape(port).get(key) == 1.0:
+            scraped = scrape(port)
+            if all(scraped.get(key) == 1.0 for key in keys):
                 return
         except OSError:
             pass

@@ -36,6 +36,19 @@ class ServeMetrics:
             "streamrec_serve_model_updates_refused",
             "model.updates records refused: a backward move that names no rollback.", registry=r,
         )
+        self.ready = Gauge(
+            "streamrec_serve_ready",
+            "1 once the scorer has read catalog.items to its end and consumes requests.",
+            registry=r,
+        )
+        self.catalog_items = Gauge(
+            "streamrec_serve_catalog_items", "Items whose metadata the scorer holds.", registry=r,
+        )
+        self.new_items = Counter(
+            "streamrec_serve_new_items",
+            "Items served that the answering version does not know (catalog.items matched to "
+            "the user by genre, in the answers' last places).", registry=r,
+        )
         self.canary_decisions = Counter(
             "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
         )

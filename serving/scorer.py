@@ -97,6 +97,8 @@ class Answer:
     """ok (model or canary), cold_start, or empty."""
     features: ServedFeatures | None = None
     """What the ranking stage saw, for `rec.features`; None for cold-start and empty answers."""
+    new_items: int = 0
+    """Items of the answer its version does not know, placed from the item catalog."""
 
 
 class Scorer:
@@ -302,7 +304,8 @@ class Scorer:
         allowed: CandidateFilter,
         categories: Mapping[str, str],
         candidates: list[tuple[str, float]],
-    ) -> list[tuple[str, float]]:
+    ) -> tuple[list[tuple[str, float]], list[str]]:
+        """The candidates with new items in their last places of the top k, and those items."""
         assert self.catalog is not None
         shown = {i for i, _ in candidates[: request.k]}
         history = [e.item_id for e in context.user_events or context.session_events]
@@ -310,7 +313,7 @@ class Scorer:
             deployment.bundle.item_index, history, min(self.new_item_slots, request.k),
             lambda i: i not in shown and allowed.allows(i, categories.get(i)),
         )
-        return with_new_items(candidates, new, request.k)
+        return with_new_items(candidates, new, request.k), new
 
     def _answer(
         self,
@@ -326,9 +329,10 @@ class Scorer:
         if not draft.filtered:
             candidates = allowed.apply(candidates, categories, limit=self._depth(request, rules))
         candidates = backfill(candidates, features.popular, allowed, categories, request.k)
+        new: list[str] = []
         if self.new_item_slots and draft.deployment is not None:
-            candidates = self._with_new_items(request, draft.deployment, context, allowed,
-                                              categories, candidates)
+            candidates, new = self._with_new_items(request, draft.deployment, context, allowed,
+                                                   categories, candidates)
         pinned = {i: p for i, p in rules.pinned.items() if allowed.allows(i, categories.get(i))}
         ranked = [Ranked(i, s) for i, s in candidates]
         items = order(ranked, rules, categories, request.k, pinned)
@@ -359,7 +363,8 @@ class Scorer:
                 request.request_id, request.user_id, served_at, deployment.version,
                 draft.ranker, draft.logged, [r.item_id for r in items],
             )
-        return Answer(response, outcome, logged)
+        placed = set(new)
+        return Answer(response, outcome, logged, sum(1 for r in items if r.item_id in placed))
 
 
 def _reranks(group: Group, ranker: PublishedRanker | None) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pydantic import BaseModel
 from redis import RedisCluster
 
@@ -63,7 +63,7 @@ from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
 from streams.features.keys import FeatureKeys
-from streams.kafka.consumer import BatchConsumer
+from streams.kafka.consumer import BatchConsumer, end_offsets
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer
@@ -334,6 +334,7 @@ class ScorerService:
                 # After the response: labels come from what happens once the answer is out.
                 self.producer.send(self._features_topic, request.user_id, answer.features)
             self.metrics.requests.labels(outcome=answer.outcome).inc()
+            self.metrics.new_items.inc(answer.new_items)
         return rejected
 
     def _score_one(self, envelope: Envelope[RecommendationRequest]) -> Answer | BaseException:
@@ -377,6 +378,7 @@ class ScorerService:
 
     def _on_catalog(self, batch: list[Envelope[CatalogItem]]) -> list[RecordRejected]:
         self.catalog.apply(e.record for e in batch)
+        self.metrics.catalog_items.set(len(self.catalog))
         return []
 
     def _routing_changed(self, routing: Routing) -> None:
@@ -419,17 +421,43 @@ class ScorerService:
             ("scorer-updates", self.updates_loop),
             ("scorer-kpis", self.kpi_loop),
             ("scorer-catalog", self.catalog_loop),
-            ("scorer-requests", self.requests_loop),
         ):
-            thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._start_loop(name, loop)
+        self._catch_up_catalog()
+        self._start_loop("scorer-requests", self.requests_loop)
+        self.metrics.ready.set(1)
         refresh = threading.Thread(
             target=self._refresh_item_states, name="scorer-item-states", daemon=True
         )
         refresh.start()
         self._threads.append(refresh)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
+
+    def _start_loop(self, name: str, loop: ContractLoop[Any]) -> None:
+        thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _catch_up_catalog(self) -> None:
+        """Reads catalog.items to its end before the first request, as a global table is
+        restored before processing starts: until then the items' content is unknown, and the
+        read would take the CPU from the first requests."""
+        topic = self.settings.kafka.topic(CATALOG_ITEMS)
+        started = time.monotonic()
+        try:
+            ends = end_offsets(self.settings.kafka, topic)
+        except KafkaException as error:
+            logger.warning("catalog end unknown error=%s", error)
+            return
+        finished = self.catalog_loop.finished
+        while any(finished.get((topic, p), 0) < end for p, end in ends.items()):
+            if time.monotonic() - started > self.settings.catalog_catch_up_s:
+                logger.warning("catalog not caught up waited_s=%.1f items=%d",
+                               time.monotonic() - started, len(self.catalog))
+                return
+            time.sleep(0.05)
+        logger.info("catalog caught up items=%d seconds=%.2f", len(self.catalog),
+                    time.monotonic() - started)
 
     def healthy(self) -> bool:
         """Every loop thread still runs (a crashed loop must bring the process down, so that

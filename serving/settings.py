@@ -84,6 +84,11 @@ class ServeSettings(ServiceSettings):
         100, ge=0, le=500, description="Candidates per model-served answer whose ranking "
         "features go to rec.features (the ranker's training data once labelled); 0 logs none.",
     )
+    catalog_catch_up_s: float = Field(
+        120.0, ge=0, le=3600, description="Longest wait at start for the scorer to read "
+        "catalog.items to its end before it consumes requests; past it, it serves with the "
+        "metadata read so far and reads the rest meanwhile.",
+    )
     new_item_slots: int = Field(
         1, ge=0, le=100, description="Last places of each model answer given to catalog items "
         "the serving version does not know yet (published to catalog.items since it was "

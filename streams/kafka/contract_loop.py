@@ -96,6 +96,9 @@ class ContractLoop(Generic[R]):
         "apply"): for control topics, whose handlers are not idempotent enough to re-run a
         batch and whose volume makes one call per record free."""
         self.counters = LoopCounters()
+        self.finished: dict[tuple[str, int], int] = {}
+        """Per (topic, partition), the offset after the last record this loop finished (handled
+        or dead-lettered, and committed): how far it has read, for readers on other threads."""
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -120,6 +123,9 @@ class ContractLoop(Generic[R]):
         self.producer.flush()
         self.consumer.commit(batch)
         self._count(len(batch), invalid, len(rejected))
+        for message in batch:
+            position = source_position(message)
+            self.finished[(position.topic, position.partition)] = position.offset + 1
         return len(batch)
 
     def _handle(self, valid: list[Envelope[R]]) -> Sequence[RecordRejected]:

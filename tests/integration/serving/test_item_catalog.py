@@ -71,7 +71,9 @@ def test_the_catalog_topic_feeds_content_features_and_new_items_and_bad_records_
         assert wait_for(lambda: serving_version(service) == "1.0")
         assert wait_for(lambda: len(service.catalog) == len(ITEMS) + 2)
         answer = ask(kafka, request("u1", k=20))
+        placed = service.metrics.registry.get_sample_value("streamrec_serve_new_items_total")
     assert answer.status == "ok" and answer.strategy == "model"
+    assert placed == 1
     shown = [i.item_id for i in answer.items]
     assert len(shown) == 20 and shown[-1] == "new-drama" and "new-western" not in shown
 

@@ -191,7 +191,9 @@ def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() 
     plain = scorer(reader, routing).score_batch([request("u", k=5)])[0].response
     with_new = Scorer(reader, lambda: routing, BusinessRules(), candidates=20,
                       catalog=_Offering(["new-1", "new-2", "new-3"]), new_item_slots=2)
-    answer = with_new.score_batch([request("u", k=5, exclude_items=["new-1"])])[0].response
+    served = with_new.score_batch([request("u", k=5, exclude_items=["new-1"])])[0]
+    answer = served.response
+    assert served.new_items == 2
     before = [i.item_id for i in plain.items]
     assert [i.item_id for i in answer.items] == [*before[:3], "new-2", "new-3"]
     assert answer.strategy == "model"
