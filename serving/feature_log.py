@@ -10,7 +10,7 @@ the vectors it serves, never on a second implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -32,13 +32,14 @@ from schemas.ranker_examples import ServedFeatures, encode_vectors
 from serving.features import StateArrays
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
 
-ContentLookup = Callable[[Sequence[str]], ItemContent]
-"""The content of item ids (index i + 1 is the i-th id): serving.item_catalog.ItemCatalog."""
+ContentLookup = Callable[[Mapping[str, int], IntArray], ItemContent]
+"""(a version's item index, some of its indices) -> their content, row j + 1 for the j-th
+index (serving.item_catalog.ItemCatalog.content)."""
 
 
-def no_content(item_ids: Sequence[str]) -> ItemContent:
+def no_content(known: Mapping[str, int], indices: IntArray) -> ItemContent:
     """What a scorer without item metadata describes: no genres, unknown years."""
-    return ItemContent.empty(len(item_ids))
+    return ItemContent.empty(len(indices))
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _content(
     histories, renumbered 1.. in the order of their version's indices."""
     history_indices = [np.array([i for i, _ in h], dtype=np.int64) for h in histories]
     involved = np.unique(np.concatenate([indices.ravel(), *history_indices]))
-    known = content([bundle.item_ids[i] for i in involved.tolist()])
+    known = content(bundle.item_index, involved)
 
     def local(version_indices: IntArray) -> IntArray:
         found: IntArray = np.searchsorted(involved, version_indices) + 1

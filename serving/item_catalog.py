@@ -25,21 +25,25 @@ import numpy as np
 from models.item_content import FloatArray, ItemContent, unit_genre_rows
 from models.point_in_time import PROFILE_ITEMS
 from schemas.catalog import CatalogItem
+from serving.model_bundle import IntArray
 
 NEW_ITEMS_CONSIDERED = 1_000
 """Newest catalog items unknown to a version that a request looks at (bounds its cost)."""
 
 _VERSIONS_KEPT = 4
-"""Versions whose unknown items are tracked (serving, canary, and the ones before them)."""
+"""Versions whose items are mapped to the catalog (serving, canary, and the ones before)."""
 
 
 @dataclass
-class _Unknown:
-    """The catalog rows a version does not know, newest last, tracked as the catalog grows."""
+class _Version:
+    """What the catalog holds of one version's items, kept up to date as the catalog grows: the
+    catalog row of each of its item indices (0: no record), and the rows it does not know,
+    newest last."""
 
     known: Mapping[str, int]
+    rows: IntArray
     scanned: int = 0
-    rows: list[int] = field(default_factory=list)
+    unknown: list[int] = field(default_factory=list)
 
 
 class ItemCatalog:
@@ -50,7 +54,7 @@ class ItemCatalog:
         self._row: dict[str, int] = {}
         self._ids: list[str] = [""]
         """Row -> item id (row 0: no item)."""
-        self._unknown: dict[int, _Unknown] = {}
+        self._versions: dict[int, _Version] = {}
         self._names: tuple[str, ...] = ()
         # Row 0 is what an item without a record gets: no genres, unknown year.
         self._genres: FloatArray = np.zeros((1, 1), dtype=np.float32)
@@ -78,10 +82,11 @@ class ItemCatalog:
                 self._years[rows[n]] = np.nan if item.release_year is None else item.release_year
             self._genres[rows] = unit_genre_rows(multi_hot)
 
-    def content(self, item_ids: Sequence[str]) -> ItemContent:
-        """The content of ``item_ids`` (index i + 1 is ``item_ids[i]``; 0 is padding)."""
+    def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
+        """The content of a version's items: `known` is its item index, and row j + 1 of the
+        answer describes its item `indices[j]` (row 0 is padding)."""
         with self._lock:
-            rows = np.array([0, *(self._row.get(i, 0) for i in item_ids)], dtype=np.int64)
+            rows = np.concatenate([[0], self._version(known).rows[indices]])
             return ItemContent(self._genres[rows], self._years[rows], self._names)
 
     def new_items(
@@ -97,7 +102,7 @@ class ItemCatalog:
         if n <= 0:
             return []
         with self._lock:
-            rows = np.array(self._unknown_rows(known), dtype=np.int64)
+            rows = np.array(self._version(known).unknown, dtype=np.int64)
             recent = [self._row.get(i, 0) for i in history[-PROFILE_ITEMS:]]
             profile = self._genres[recent].sum(axis=0)
             if not len(rows) or not profile.any():
@@ -110,27 +115,29 @@ class ItemCatalog:
         return [item for item in ranked if allowed(item)][:n]
 
     def track(self, known: Mapping[str, int]) -> None:
-        """Finds the items `known` lacks now: a version's first answers then scan only the
-        items published after it loaded."""
+        """Maps a version's items to the catalog now (a scan of the catalog), so that its
+        requests only look at the records added since."""
         with self._lock:
-            self._unknown_rows(known)
+            self._version(known)
 
-    def _unknown_rows(self, known: Mapping[str, int]) -> list[int]:
-        """The newest rows `known` lacks, brought up to date with the rows added since."""
-        unknown = self._unknown.get(id(known))
-        if unknown is None or unknown.known is not known:
-            unknown = self._unknown[id(known)] = _Unknown(known)
-            while len(self._unknown) > _VERSIONS_KEPT:
-                del self._unknown[next(iter(self._unknown))]
-        rows = len(self._ids)
-        if unknown.scanned < rows - 1:
+    def _version(self, known: Mapping[str, int]) -> _Version:
+        version = self._versions.get(id(known))
+        if version is None or version.known is not known:
+            size = max(known.values(), default=0) + 1
+            version = self._versions[id(known)] = _Version(known, np.zeros(size, np.int64))
+            while len(self._versions) > _VERSIONS_KEPT:
+                del self._versions[next(iter(self._versions))]
+        if version.scanned < len(self._ids) - 1:
             ids = self._ids
-            unknown.rows.extend(
-                r for r in range(unknown.scanned + 1, rows) if ids[r] not in known
-            )
-            unknown.rows = unknown.rows[-NEW_ITEMS_CONSIDERED:]
-            unknown.scanned = rows - 1
-        return unknown.rows
+            for row in range(version.scanned + 1, len(ids)):
+                index = known.get(ids[row])
+                if index is None:
+                    version.unknown.append(row)
+                else:
+                    version.rows[index] = row
+            version.unknown = version.unknown[-NEW_ITEMS_CONSIDERED:]
+            version.scanned = len(ids) - 1
+        return version
 
     def _widen(self, genres: set[str]) -> None:
         """Adds the genres not seen before, keeping the columns in sorted order."""

@@ -54,8 +54,9 @@ DENSE_FEATURES = 8
 class ItemMetadata(Protocol):
     """What the scorer asks of the item catalog (serving.item_catalog.ItemCatalog)."""
 
-    def content(self, item_ids: Sequence[str]) -> ItemContent:
-        """Genres and release years of the items (index i + 1 is the i-th id)."""
+    def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
+        """Genres and release years of a version's items (`known`: its item index), row j + 1
+        for `indices[j]`."""
         ...
 
     def new_items(

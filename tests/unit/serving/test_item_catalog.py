@@ -20,6 +20,12 @@ def _records(items: list[CatalogItem]) -> list[tuple[str, float | None, list[str
     return [(i.item_id, i.release_year, i.genres) for i in items]
 
 
+def _content(catalog: ItemCatalog, asked: list[str]) -> ItemContent:
+    """The catalog's content of `asked`, as seen by a version that knows exactly them."""
+    known = {item: n + 1 for n, item in enumerate(asked)}
+    return catalog.content(known, np.arange(1, len(asked) + 1))
+
+
 def _assert_same(got: ItemContent, expected: ItemContent) -> None:
     assert got.genre_names == expected.genre_names
     np.testing.assert_array_equal(got.genres, expected.genres)
@@ -32,7 +38,7 @@ def test_content_equals_the_offline_content_of_the_same_metadata() -> None:
     catalog = ItemCatalog()
     catalog.apply(items)
     asked = ["d", "unknown", "a", "c", "b"]
-    _assert_same(catalog.content(asked), ItemContent.from_records(asked, _records(items)))
+    _assert_same(_content(catalog, asked), ItemContent.from_records(asked, _records(items)))
 
 
 def test_genres_arriving_later_keep_the_columns_sorted_and_rows_intact() -> None:
@@ -42,14 +48,14 @@ def test_genres_arriving_later_keep_the_columns_sorted_and_rows_intact() -> None
     catalog.apply(first)
     catalog.apply(later)  # two new columns, one before and one after "M"; more rows than room
     asked = ["x", "i0", "y", "i4"]
-    _assert_same(catalog.content(asked), ItemContent.from_records(asked, _records(first + later)))
+    _assert_same(_content(catalog, asked), ItemContent.from_records(asked, _records(first + later)))
 
 
 def test_an_items_newest_record_replaces_what_was_known() -> None:
     catalog = ItemCatalog()
     catalog.apply([_item("a", ["Drama"], 1995), _item("b", ["Comedy"], 1980)])
     catalog.apply([_item("a", ["Horror"]), _item("a", ["Comedy"], 2000)])
-    content = catalog.content(["a", "b"])
+    content = _content(catalog, ["a", "b"])
     np.testing.assert_array_equal(content.genres[1], content.genres[2])
     assert content.years.tolist()[1:] == [2000.0, 1980.0]
     assert len(catalog) == 2
@@ -57,7 +63,7 @@ def test_an_items_newest_record_replaces_what_was_known() -> None:
 
 def test_items_without_a_record_have_no_genres_and_no_year() -> None:
     catalog = ItemCatalog()
-    content = catalog.content(["a", "b"])
+    content = _content(catalog, ["a", "b"])
     assert content.genres.shape[0] == 3 and not content.genres.any()
     assert np.isnan(content.years).all()
 
@@ -84,6 +90,9 @@ def test_items_published_after_a_version_loaded_become_its_new_items() -> None:
     assert catalog.new_items(known, ["k1"], 3, lambda i: True) == []
     catalog.apply([_item("later", ["Drama"]), _item("k1", ["Drama", "Crime"])])
     assert catalog.new_items(known, ["k1"], 3, lambda i: True) == ["later"]
+    # The version's own item sees its newest metadata.
+    assert catalog.content(known, np.array([1])).genre_names == ("Crime", "Drama")
+    assert (catalog.content(known, np.array([1])).genres[1] > 0).sum() == 2
     # Another version that knows it has none.
     assert catalog.new_items({"k1": 1, "later": 2}, ["k1"], 3, lambda i: True) == []
 

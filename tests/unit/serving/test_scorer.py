@@ -177,8 +177,8 @@ class _Offering:
     def __init__(self, offered: list[str]) -> None:
         self.offered = offered
 
-    def content(self, item_ids: Sequence[str]) -> ItemContent:
-        return ItemContent.empty(len(item_ids))
+    def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
+        return ItemContent.empty(len(indices))
 
     def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int,
                   allowed: Callable[[str], bool]) -> list[str]:
