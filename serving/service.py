@@ -63,7 +63,8 @@ from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
 from streams.features.keys import FeatureKeys
-from streams.kafka.consumer import BatchConsumer, end_offsets
+from streams.kafka.admin import end_offsets
+from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer

@@ -1,13 +1,14 @@
 """Creates the catalog's topics, idempotently (existing topics are left as they are), with the
-connection's replication factor and min.insync.replicas."""
+connection's replication factor and min.insync.replicas; tells where a topic's partitions end."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from schemas.topics import CATALOG, TopicSpec
 from streams.kafka.connection import KafkaConnection
@@ -67,3 +68,21 @@ def create_topics(
         )
         for s in specs
     ]
+
+
+def end_offsets(connection: KafkaConnection, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """Each non-empty partition's end (the offset its next record will get), asked through an
+    admin client: a consumer busy polling in another thread answers such queries late."""
+    admin = AdminClient(connection.client_config())
+    partitions = list(admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
+    starts = _listed(admin, topic, partitions, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
+    ends = _listed(admin, topic, partitions, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
+    return {p: end for p, end in ends.items() if end > starts[p]}
+
+
+def _listed(
+    admin: AdminClient, topic: str, partitions: list[int], spec: Any, timeout_s: float
+) -> dict[int, int]:
+    asked = {TopicPartition(topic, p): spec for p in partitions}
+    futures = admin.list_offsets(asked, request_timeout=timeout_s)
+    return {tp.partition: int(f.result(timeout=timeout_s).offset) for tp, f in futures.items()}

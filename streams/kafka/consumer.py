@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.deadletter import SourcePosition
@@ -177,24 +176,6 @@ class BatchConsumer:
 
     def close(self) -> None:
         self._consumer.close()
-
-
-def end_offsets(connection: KafkaConnection, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """Each non-empty partition's end (the offset its next record will get), asked through an
-    admin client: a consumer busy polling in another thread answers such queries late."""
-    admin = AdminClient(connection.client_config())
-    partitions = list(admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
-    starts = _listed(admin, topic, partitions, OffsetSpec.earliest(), timeout_s)  # type: ignore[no-untyped-call]
-    ends = _listed(admin, topic, partitions, OffsetSpec.latest(), timeout_s)  # type: ignore[no-untyped-call]
-    return {p: end for p, end in ends.items() if end > starts[p]}
-
-
-def _listed(
-    admin: AdminClient, topic: str, partitions: list[int], spec: Any, timeout_s: float
-) -> dict[int, int]:
-    asked = {TopicPartition(topic, p): spec for p in partitions}
-    futures = admin.list_offsets(asked, request_timeout=timeout_s)
-    return {tp.partition: int(f.result(timeout=timeout_s).offset) for tp, f in futures.items()}
 
 
 def source_position(message: Message) -> SourcePosition:
