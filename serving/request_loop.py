@@ -1,30 +1,33 @@
 """The scorer's `rec.requests` loop: the shared ContractLoop, tuned for latency.
 
-Two changes to the shared cycle, neither weakening its guarantee (a batch's offsets are committed
+Three changes to the shared cycle, none weakening its guarantee (a batch's offsets are committed
 only after its responses and dead letters are acknowledged):
 
 - Natural batching: the loop blocks for the first request only, then takes whatever else is
   already queued, plus a short fill wait when companions are likely (serving/batch_fill.py).
   Under load the batch is what arrived while the previous one was scored; at low rates a
   request never waits for company.
-- Deferred flush: a batch's responses leave at once (linger 0), but waiting for their
-  acknowledgement before reading the next batch would put a broker round trip in front of every
-  queued request. So batch N is flushed and committed after batch N+1 has been read, when its
-  acknowledgements have usually arrived already, and before N+1's responses are sent (the flush
-  covers N only). A crash in between re-delivers N, whose answers may then repeat (consumers
-  dedupe by request_id); none is lost.
-- Paced commits: answered batches accumulate and are flushed and committed together at most
-  every `commit_interval_s` (and always on stop or revoke). A commit per micro-batch was one
-  OffsetCommit (a log append on the broker) per request at moderate load, broker CPU taken from
-  the request path on a shared machine; a crash re-delivers at most one interval of requests
-  that were already answered, the same duplicates as above.
+- Commits after acknowledgement, without waiting for it: a batch's responses leave at once
+  (linger 0), and the loop notes how far the producer had sent when the batch was answered.
+  Each poll serves the delivery reports already in and commits the answered batches whose
+  records are all acknowledged. The request thread never blocks on the broker's round trip,
+  which with the feature log's records in flight is often longer than scoring a batch. A batch
+  still unacknowledged after `ACK_WAIT_LIMIT_S` (a broker in trouble) is flushed, blocking.
+- Paced commits: acknowledged batches are committed together at most every
+  `commit_interval_s` (and always, after a flush, on stop or revoke). A commit per micro-batch
+  was one OffsetCommit (a log append on the broker) per request at moderate load, broker CPU
+  taken from the request path on a shared machine.
+A crash re-delivers the batches answered since the last commit, whose answers may then repeat
+(consumers dedupe by request_id); none is lost.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Message
 
@@ -41,6 +44,19 @@ logger = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.1
 """How long one poll blocks for a first request when none is queued (bounds stop latency)."""
+
+ACK_WAIT_LIMIT_S = 5.0
+"""Longest an answered batch waits for its acknowledgements before the loop blocks on a flush:
+bounds how much a crash re-delivers while the broker is slow."""
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """A handled batch, committed once the producer has acknowledged everything up to `mark`."""
+
+    batch: list[Message]
+    mark: int
+    at: float
 
 
 class AsyncCommitConsumer(BatchConsumer):
@@ -85,8 +101,8 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
             max_future_skew_s=max_future_skew_s,
         )
         self._metrics = metrics
-        self._unflushed: list[Message] = []
-        """Handled batches: answered, not yet acknowledged nor committed."""
+        self._answered: deque[_Answered] = deque()
+        """Handled batches, oldest first: answered, not yet committed."""
         self._commit_interval_s = commit_interval_s
         self._clock = clock
         self._committed_at = clock()
@@ -99,17 +115,26 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
             self.settle()
 
     def settle(self, force: bool = True) -> None:
-        """Flush and commit the handled batches still pending; a no-op when none is. Forced at
-        stop and before a rebalance completes; otherwise only once the commit interval passed."""
-        if not self._unflushed:
+        """Commit the answered batches whose records are acknowledged; a no-op when none is.
+        Forced at stop and before a rebalance completes: flush, then commit them all. Otherwise
+        at most once per commit interval, and never waiting unless the oldest batch has waited
+        past ACK_WAIT_LIMIT_S."""
+        if not self._answered:
             return
         now = self._clock()
         if not force and now - self._committed_at < self._commit_interval_s:
             return
-        self.producer.flush()
-        self.consumer.commit(self._unflushed)
-        self._unflushed = []
-        self._committed_at = now
+        if force or now - self._answered[0].at > ACK_WAIT_LIMIT_S:
+            self.producer.flush()
+            done = list(self._answered)
+            self._answered.clear()
+        else:
+            done = []
+            while self._answered and self.producer.acknowledged(self._answered[0].mark):
+                done.append(self._answered.popleft())
+        if done:
+            self.consumer.commit([message for answered in done for message in answered.batch])
+            self._committed_at = now
 
     def run_once(self) -> int:
         batch = self.consumer.poll_ready(self.batch_size, IDLE_WAIT_S, self._fill.window_s())
@@ -124,7 +149,7 @@ class RequestLoop(ContractLoop[RecommendationRequest]):
             env = rejection.envelope
             self._reject(env.key, env.raw, rejection.error, env.position, "apply")
         self.producer.poll(0)  # serve delivery reports without waiting for them
-        self._unflushed.extend(batch)
+        self._answered.append(_Answered(batch, self.producer.mark(), self._clock()))
         self._count(len(batch), len(batch) - len(valid), len(rejected))
         elapsed = time.perf_counter() - started
         self._metrics.batch_size.observe(len(batch))

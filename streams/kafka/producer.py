@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
 import logging
 import threading
 from typing import Any
@@ -21,6 +23,23 @@ _MAX_MESSAGE_BYTES = DeadLetter.WIRE_MAX_BYTES + 64 * 1024
 
 class DeliveryError(RuntimeError):
     """At least one record could not be delivered; the caller must not commit past it."""
+
+
+class AckWatermark:
+    """The highest sequence number through which every record's delivery was reported.
+
+    librdkafka reports deliveries per partition in order, but not in order across partitions
+    and topics: reports above a gap wait in a heap until the gap closes."""
+
+    def __init__(self) -> None:
+        self.through = 0
+        self._above: list[int] = []
+
+    def reported(self, sequence: int) -> None:
+        heapq.heappush(self._above, sequence)
+        while self._above and self._above[0] == self.through + 1:
+            heapq.heappop(self._above)
+            self.through += 1
 
 
 class EventProducer:
@@ -46,6 +65,8 @@ class EventProducer:
         self._lock = threading.Lock()
         self._failures: list[str] = []
         self._closed = False
+        self._sequence = 0
+        self._watermark = AckWatermark()
         self.delivered = 0
 
     def send(self, topic: str, key: str | bytes | None, record: BaseModel) -> None:
@@ -59,7 +80,10 @@ class EventProducer:
         headers: list[tuple[str, bytes]] | None = None,
         timestamp_ms: int | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
+        with self._lock:
+            self._sequence += 1
+            sequence = self._sequence
+        kwargs: dict[str, Any] = {"on_delivery": functools.partial(self._on_delivery, sequence)}
         if headers:
             kwargs["headers"] = headers
         if timestamp_ms is not None:
@@ -73,14 +97,31 @@ class EventProducer:
                 self._producer.poll(0.05)
         self._producer.poll(0)
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is None:
-            with self._lock:
-                self.delivered += 1
-            return
-        logger.error("delivery failed topic=%s error=%s", msg.topic(), err.str())
+    def _on_delivery(self, sequence: int, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            logger.error("delivery failed topic=%s error=%s", msg.topic(), err.str())
         with self._lock:
-            self._failures.append(f"{msg.topic()}: {err.str()}")
+            if err is None:
+                self.delivered += 1
+            else:
+                self._failures.append(f"{msg.topic()}: {err.str()}")
+            self._watermark.reported(sequence)
+
+    def mark(self) -> int:
+        """The sequence number of the last record sent, for `acknowledged`."""
+        with self._lock:
+            return self._sequence
+
+    def acknowledged(self, mark: int) -> bool:
+        """Serves the delivery reports already in, without waiting; true once every record sent
+        up to `mark` is acknowledged. Raises DeliveryError, as flush does, if one failed."""
+        self._producer.poll(0)
+        with self._lock:
+            failures, self._failures = self._failures, []
+            through = self._watermark.through
+        if failures:
+            raise DeliveryError(f"{len(failures)} records failed: {failures[0]}")
+        return through >= mark
 
     def poll(self, timeout_s: float = 0.0) -> int:
         return int(self._producer.poll(timeout_s))
