@@ -7,11 +7,12 @@ Set-up, all on the local broker and Redis, isolated by a fresh topic and key pre
   ranking stage computes its content features as in production;
 - the real feature worker (a child process) ingests a seed of interactions, then
   `ingest_rate` events/s from a producer child process for the whole run;
-- one scorer child process (`streamrec serve`, configured by STREAMREC_* variables).
+- one scorer child process (`streamrec serve`, configured by STREAMREC_* variables), or
+  several in one consumer group sharing `rec.requests`'s partitions (`scorers`).
 This process only offers requests open-loop at each rate (streams.pacing.Pacer: no coordinated
 omission) and timestamps each response as it is consumed: latency = produce -> consume, in one
 clock. The first `warmup_s` of each rate are discarded. Per rate it also records the cores each
-process used (`cpu_cores`: scorer, feature worker, event generator, this process, and the
+process used (`cpu_cores`: each scorer, feature worker, event generator, this process, and the
 broker and Redis where streamrec started them), which says what a latency figure is short of.
 """
 
@@ -218,7 +219,8 @@ def _measure(
     answered = sum(1 for i in ids if i in tracker.received)
     cpu_after, wall = _cpu_now(processes), time.perf_counter() - wall_before
     used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
-    cpu_ms = used.get("scorer", 0.0) * 1000 / max(answered, 1)
+    scoring_s = sum(cpu_s for name, cpu_s in used.items() if name.startswith("scorer"))
+    cpu_ms = scoring_s * 1000 / max(answered, 1)
     span = max(r for _, r in pairs) - min(s for s, _ in pairs) if pairs else 0.0
     return {
         "p50_ms": round(percentile(latencies, 50), 2) if latencies else None,
@@ -304,6 +306,7 @@ def run(
     seconds: float,
     ingest_rate: float,
     ingest_nice: int = 10,
+    scorers: int = 1,
 ) -> None:
     """Measures every rate twice in one run: all processes at equal CPU priority (`by_rate`),
     then with the ingest side (feature worker, event generator) at `ingest_nice`
@@ -337,19 +340,24 @@ def run(
         ).start()
         children.append(worker)
         worker.wait_for(SEED_EVENTS, timeout_s=120)
-        scorer, port = _scorer(kafka, key_prefix, workdir / "models", log)
-        children.append(scorer)
-        _wait_ready(port, scorer)
+        started = [_scorer(kafka, key_prefix, workdir / "models", log) for _ in range(scorers)]
+        for scorer, scorer_port in started:
+            children.append(scorer)
+            _wait_ready(scorer_port, scorer)
+        scorer_pids, port = [scorer.pid for scorer, _ in started], started[0][1]
         if ingest_rate > 0:  # Pacer(0) would mean unpaced
             ingest = multiprocessing.get_context("spawn").Process(
                 target=_ingest, args=(kafka, catalog_items, ingest_rate, stop_ingest), daemon=True
             )
             ingest.start()
             children.append(ingest)
-        ingest_pids = [worker.pid] + [c.pid for c in children if c not in (worker, scorer)]
-        processes = _processes(local, scorer.pid, worker.pid, ingest_pids[1:])
+        ingest_pids = [worker.pid] + [
+            c.pid for c in children if c is not worker and c.pid not in scorer_pids
+        ]
+        processes = _processes(local, scorer_pids, worker.pid, ingest_pids[1:])
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
         result = _run_rates(kafka, rates, seconds, worker, (processes, port))
+        result["setup"] = _setup(scorers)
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
             niced = _run_rates(kafka, rates, seconds, worker, (processes, port))
@@ -362,7 +370,7 @@ def run(
         _cleanup(kafka, key_prefix)
         shutil.rmtree(workdir, ignore_errors=True)
     result = {
-        "catalog_items": catalog_items, "ingest_rate": ingest_rate, **result,
+        "catalog_items": catalog_items, "ingest_rate": ingest_rate, "scorers": scorers, **result,
         **_stages(result, ranker),
     }
     write_result(json_path, result)
@@ -370,12 +378,14 @@ def run(
 
 
 def _processes(
-    local: LocalStackSettings, scorer: int, worker: int, generators: list[int]
+    local: LocalStackSettings, scorers: list[int], worker: int, generators: list[int]
 ) -> dict[str, int]:
-    """Every process on the machine the bench knows: where the cores go at each rate."""
+    """Every process on the machine the bench knows: where the cores go at each rate (the
+    scorers as `scorer`, `scorer2`, ...)."""
     from deploy.local.stack import LocalStack
 
-    found = {"scorer": scorer, "feature_worker": worker, "bench": os.getpid()}
+    found = {f"scorer{n + 1 if n else ''}": pid for n, pid in enumerate(scorers)}
+    found.update({"feature_worker": worker, "bench": os.getpid()})
     found.update((f"event_generator{'s' * (len(generators) > 1)}", pid) for pid in generators)
     for state in LocalStack(local).status():  # the broker and Redis, where streamrec owns them
         if state.owned_pid is not None:
@@ -399,8 +409,8 @@ def _run_rates(
     worker: WorkerProcess,
     watched: tuple[dict[str, int], int],
 ) -> dict[str, Any]:
-    """`watched`: the processes whose CPU is measured (the scorer among them), and the
-    scorer's metrics port."""
+    """`watched`: the processes whose CPU is measured (the scorers among them), and the
+    first scorer's metrics port (its own batch latency: `scorer_internal_latency_ms`)."""
     processes, port = watched
     tracker, stop = Tracker(), threading.Event()
     consumer = _responses_consumer(kafka)
@@ -427,10 +437,16 @@ def _run_rates(
         "response_strategies": tracker.strategies,
         "error_responses": tracker.errors,
         "seconds_per_rate": seconds,
-        "setup": "1 scorer process (torch 1 thread, faiss IVF nprobe 12, batch: the requests "
-        "queued when it polls, <= 64), 1 feature worker process, k=10, 5% cold-start users, "
-        "random-weight session Transformer dim 64 x 2 layers",
     }
+
+
+def _setup(scorers: int) -> str:
+    return (
+        f"{scorers} scorer process{'es in one consumer group' if scorers > 1 else ''} (torch 1 "
+        "thread, faiss IVF nprobe 12, batch: the requests queued when it polls, <= 64), 1 "
+        "feature worker process, k=10, 5% cold-start users, random-weight session Transformer "
+        "dim 64 x 2 layers"
+    )
 
 
 def _stop(children: list[Any]) -> None:

@@ -189,8 +189,12 @@ def bench_serve(
         help="Second pass with the feature worker and event generator at this niceness "
         "(0: skip it).",
     ),
+    scorers: int = typer.Option(
+        1, min=1, max=4, help="Scorer processes in one consumer group (rec.requests has 4 "
+        "partitions).",
+    ),
 ) -> None:
-    """Request -> response latency (p50/p99) of one scorer process at several offered rates."""
+    """Request -> response latency (p50/p99) of scorer processes at several offered rates."""
     from bench.serve import run
 
     run(
@@ -200,6 +204,7 @@ def bench_serve(
         seconds=seconds,
         ingest_rate=ingest_rate,
         ingest_nice=ingest_nice,
+        scorers=scorers,
     )
 
 
