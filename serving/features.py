@@ -277,7 +277,7 @@ class RedisFeatureReader:
                 current, previous = self._popularity_now(hour)
         else:
             self._refreshed_at = self._clock()
-        self._popular = merge_popularity(current, previous)[: 2 * self._popularity_size]
+        self._popular = merge_popularity(current, previous, 2 * self._popularity_size)
 
     def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
         current, previous = _hours(self._execute(self._popularity_commands(hour)))
@@ -340,11 +340,25 @@ def _pairs(reply: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(reply[::2], reply[1::2], strict=True))
 
 
-def merge_popularity(current: list[Any], previous: list[Any]) -> list[tuple[str, float]]:
-    scores: dict[str, float] = {}
-    for member, score in current:
-        scores[_text(member) or ""] = float(score)
-    for member, score in previous:
-        key = _text(member) or ""
-        scores[key] = scores.get(key, 0.0) + PREVIOUS_HOUR_WEIGHT * float(score)
-    return sorted(scores.items(), key=lambda p: (-p[1], p[0]))
+def merge_popularity(
+    current: list[Any], previous: list[Any], limit: int | None = None
+) -> list[tuple[str, float]]:
+    """Per item, this hour's count plus PREVIOUS_HOUR_WEIGHT times the previous hour's, best
+    first (ties by id), the first `limit`. In arrays: a refresh merges the shards' thousands of
+    (member, score) pairs on the request thread, and only the kept ones are decoded."""
+    pairs = [*current, *previous]
+    if not pairs:
+        return []
+    members = np.array([member for member, _ in pairs])  # bytes or text, as the reply holds
+    scores = np.array([score for _, score in pairs]).astype(np.float64)
+    scores[len(current) :] *= PREVIOUS_HOUR_WEIGHT
+    unique, inverse = np.unique(members, return_inverse=True)
+    totals = np.bincount(inverse.ravel(), weights=scores, minlength=len(unique))
+    # Byte order of UTF-8 ids is their code point order: ties sort as the decoded ids would.
+    order = np.lexsort((unique, -totals))[:limit]
+    return [(_plain_text(unique[i]), float(totals[i])) for i in order]
+
+
+def _plain_text(member: np.bytes_ | np.str_) -> str:
+    """A plain str: numpy's str subclass compares slowly in dict lookups."""
+    return member.decode() if isinstance(member, bytes) else str(member)

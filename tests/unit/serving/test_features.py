@@ -1,3 +1,6 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
 from serving.features import merge_popularity, parse_rules, parse_sequence
 
 
@@ -16,6 +19,36 @@ def test_entries_without_a_type_or_time_read_as_views_at_time_zero() -> None:
 def test_recent_popularity_blends_in_half_of_the_previous_hour() -> None:
     merged = merge_popularity([(b"a", 3.0), (b"b", 2.0)], [(b"b", 4.0), (b"c", 1.0)])
     assert merged == [("b", 4.0), ("a", 3.0), ("c", 0.5)]
+    assert all(type(item) is str for item, _ in merged)
+
+
+def test_recent_popularity_reads_scores_as_the_reply_holds_them_and_keeps_the_first() -> None:
+    merged = merge_popularity([(b"x", b"2"), (b"y", b"2")], [(b"z", b"6")], limit=2)
+    assert merged == [("z", 3.0), ("x", 2.0)]  # equal counts: by id
+    assert merge_popularity([("q", 1.0)], []) == [("q", 1.0)]
+    assert merge_popularity([], []) == []
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "é", "z1", "z", "ü"]), st.integers(0, 9)),
+             max_size=12),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "é", "z1", "z", "ü"]), st.integers(0, 9)),
+             max_size=12),
+)
+def test_recent_popularity_ranks_as_a_sort_of_the_blended_counts(
+    current: list[tuple[str, int]], previous: list[tuple[str, int]]
+) -> None:
+    current = list(dict(current).items())  # one entry per item and hour, as a sorted set has
+    previous = list(dict(previous).items())
+    blended: dict[str, float] = {}
+    for item, count in current:
+        blended[item] = float(count)
+    for item, count in previous:
+        blended[item] = blended.get(item, 0.0) + 0.5 * count
+    expected = sorted(blended.items(), key=lambda p: (-p[1], p[0]))
+    as_bytes = [(i.encode(), str(c).encode()) for i, c in current]
+    previous_bytes = [(i.encode(), str(c).encode()) for i, c in previous]
+    assert merge_popularity(as_bytes, previous_bytes) == expected
 
 
 def test_an_invalid_rules_document_is_ignored() -> None:
