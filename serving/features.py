@@ -1,12 +1,13 @@
 """What the scorer reads from Redis: one pipelined round trip per micro-batch.
 
-Per request: the user's and the session's recent events and counters. Per batch, when their
-cached copies are older than the refresh interval: the unavailable items, the operator's rules
-and the recent-popularity list (cold start). Item categories, needed only by category filters and
-rules, come from a process cache filled in one extra round trip for items it has not seen. The
-ranking stage's item state (first and last interaction time, event count) is read per item by
-`item_states`, which the scorer's in-memory table (serving/item_state_table.py) calls off the
-request path.
+Per request: the user's and the session's recent events and counters. Every refresh interval:
+the unavailable items, the operator's rules and the recent-popularity list (cold start), which
+the scorer re-reads on a thread of its own (`refresh`: merging thousands of popularity entries
+would stall the request thread) and other readers with the batch that finds them stale. Item
+categories, needed only by category filters and rules, come from a process cache filled in one
+extra round trip for items it has not seen. The ranking stage's item state (first and last
+interaction time, event count) is read per item by `item_states`, which the scorer's in-memory
+table (serving/item_state_table.py) calls off the request path.
 
 Keys follow streams/features/keys.py (written by the feature worker); the serving configuration
 lives under `<prefix>cfg:{serving}:...` and is written by operators, never by the scorer (its
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -174,6 +176,7 @@ class RedisFeatureReader:
         refresh_s: float = 1.0,
         clock: Any = time.time,
         reads: RoundTrip | None = None,
+        refresh_inline: bool = True,
     ) -> None:
         self._client = client
         self._reads = reads
@@ -189,11 +192,14 @@ class RedisFeatureReader:
         self._popular: list[tuple[str, float]] = []
         self._newest_hour: int | None = None
         self._refreshed_at = -math.inf
+        self._refresh_inline = refresh_inline
+        """False: batches never refresh; the owner calls `refresh` on a thread of its own."""
+        self._refresh_lock = threading.Lock()
         self._categories: dict[str, str] = {}
 
     def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures:
         commands = [c for r in requests for c in self._context_commands(r)]
-        refresh = self._clock() - self._refreshed_at >= self._refresh_s
+        refresh = self._refresh_inline and self._clock() - self._refreshed_at >= self._refresh_s
         if refresh:
             commands.extend(self._refresh_commands())
         replies = self._execute(commands)
@@ -202,9 +208,15 @@ class RedisFeatureReader:
             self._apply_refresh(replies[len(requests) * 4 :])
         return BatchFeatures(contexts, self._config, self._popular)
 
-    def _execute(self, commands: list[tuple[Arg, ...]]) -> list[Any]:
+    def refresh(self) -> None:
+        """Re-reads the unavailable items, the rules and the popularity lists now, through
+        redis-py's thread-safe client (never the request thread's own round trip)."""
+        with self._refresh_lock:
+            self._apply_refresh(self._execute(self._refresh_commands(), lean=False), lean=False)
+
+    def _execute(self, commands: list[tuple[Arg, ...]], lean: bool = True) -> list[Any]:
         """Raw replies (RESP2 shapes: HMGET a list, ZREVRANGE WITHSCORES a flat list)."""
-        if self._reads is not None:
+        if lean and self._reads is not None:
             return self._reads.execute(commands)
         pipe = self._client.pipeline(transaction=False)
         for args in commands:
@@ -262,7 +274,7 @@ class RedisFeatureReader:
             for shard in range(POPULARITY_SHARDS)
         ]
 
-    def _apply_refresh(self, replies: list[Any]) -> None:
+    def _apply_refresh(self, replies: list[Any], lean: bool = True) -> None:
         unavailable, rules = replies[:2]
         newest = replies[2 : 2 + POPULARITY_SHARDS]
         self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
@@ -274,13 +286,13 @@ class RedisFeatureReader:
             self._newest_hour = hour
             self._refreshed_at = -math.inf
             if hour is not None:
-                current, previous = self._popularity_now(hour)
+                current, previous = self._popularity_now(hour, lean)
         else:
             self._refreshed_at = self._clock()
         self._popular = merge_popularity(current, previous, 2 * self._popularity_size)
 
-    def _popularity_now(self, hour: int) -> tuple[list[Any], list[Any]]:
-        current, previous = _hours(self._execute(self._popularity_commands(hour)))
+    def _popularity_now(self, hour: int, lean: bool) -> tuple[list[Any], list[Any]]:
+        current, previous = _hours(self._execute(self._popularity_commands(hour), lean))
         self._refreshed_at = self._clock()
         return current, previous
 

@@ -148,6 +148,7 @@ class ScorerService:
             popularity_size=settings.popularity_candidates,
             refresh_s=settings.config_refresh_s,
             reads=self._read_pipeline(settings, redis_client),
+            refresh_inline=False,  # the scorer-config thread refreshes (_refresh_config)
         )
         # The item state table's readers: redis-py's (thread-safe) loads a version's items on
         # the updates thread; a lean pipeline of its own serves the refresh thread, which
@@ -297,6 +298,18 @@ class ScorerService:
         self.catalog.track(bundle.item_index)
         return bundle
 
+    def _refresh_config(self) -> None:
+        """Unavailable items, rules and popularity every `config_refresh_s`, off the request
+        thread; while Redis is away the last ones read keep serving."""
+        while not self._stop_refresh.wait(self.settings.config_refresh_s):
+            self._refresh_config_once()
+
+    def _refresh_config_once(self) -> None:
+        try:
+            self.reader.refresh()
+        except Exception as error:
+            logger.warning("serving configuration not refreshed error=%s", type(error).__name__)
+
     def _refresh_item_states(self) -> None:
         try:
             self.item_states.follow(
@@ -425,13 +438,16 @@ class ScorerService:
         ):
             self._start_loop(name, loop)
         self._catch_up_catalog()
+        self._refresh_config_once()  # the first requests see the rules and popularity
         self._start_loop("scorer-requests", self.requests_loop)
         self.metrics.ready.set(1)
-        refresh = threading.Thread(
-            target=self._refresh_item_states, name="scorer-item-states", daemon=True
-        )
-        refresh.start()
-        self._threads.append(refresh)
+        for name, target in (
+            ("scorer-item-states", self._refresh_item_states),
+            ("scorer-config", self._refresh_config),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
 
     def _start_loop(self, name: str, loop: ContractLoop[Any]) -> None:

@@ -62,6 +62,26 @@ def test_the_lean_round_trip_reads_what_redis_py_reads(
     assert lean.config.unavailable == frozenset({"i9"})
 
 
+def test_a_reader_refreshed_on_its_own_thread_never_refreshes_in_a_batch(
+    redis_admin: redis.Redis, redis_prefix: str, scorer_redis_connection: RedisConnection
+) -> None:
+    seed(redis_admin, redis_prefix)
+    reads = pipeline(scorer_redis_connection)
+    reader = RedisFeatureReader(
+        scorer_redis_connection.client(), redis_prefix, reads=reads, refresh_inline=False
+    )
+    before = reader.read(requests())
+    assert before.popular == [] and before.config.unavailable == frozenset()
+    reader.refresh()
+    after = reader.read(requests())
+    assert after.popular == [("i3", 5.0), ("i2", 4.0), ("i1", 2.0)]
+    assert after.config.unavailable == frozenset({"i9"})
+    redis_admin.sadd(f"{redis_prefix}cfg:{{serving}}:unavailable", "i8")
+    assert reader.read(requests()).config.unavailable == frozenset({"i9"})
+    reader.refresh()
+    assert reader.read(requests()).config.unavailable == frozenset({"i8", "i9"})
+
+
 def test_an_error_reply_raises_and_the_next_call_still_works(
     redis_admin: redis.Redis, redis_prefix: str, scorer_redis_connection: RedisConnection
 ) -> None:

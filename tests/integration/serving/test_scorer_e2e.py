@@ -71,7 +71,7 @@ def test_answers_carry_version_and_freshness_and_follow_the_users_latest_events(
 
         unavailable = top[:3]
         redis_admin.sadd(ServingKeys(redis_connection.key_prefix).unavailable, *unavailable)
-        time.sleep(0.2)  # beyond config_refresh_s: the next batch re-reads the unavailable set
+        time.sleep(0.2)  # beyond config_refresh_s: the scorer has re-read the unavailable set
         excluded = top[3:6]
         second = ask(kafka, request("u1", k=20, exclude_items=excluded))
         assert not {i.item_id for i in second.items} & {*unavailable, *excluded}
