@@ -357,7 +357,7 @@ def merge_popularity(
 ) -> list[tuple[str, float]]:
     """Per item, this hour's count plus PREVIOUS_HOUR_WEIGHT times the previous hour's, best
     first (ties by id), the first `limit`. In arrays: a refresh merges the shards' thousands of
-    (member, score) pairs on the request thread, and only the kept ones are decoded."""
+    (member, score) pairs, and only the kept ones are decoded."""
     pairs = [*current, *previous]
     if not pairs:
         return []

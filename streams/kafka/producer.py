@@ -95,6 +95,11 @@ class EventProducer:
             except BufferError:
                 # Backpressure: serve delivery reports until the local queue has room.
                 self._producer.poll(0.05)
+            except Exception:
+                # Refused before it was queued (the caller sees why): nothing of it is in flight.
+                with self._lock:
+                    self._watermark.reported(sequence)
+                raise
         self._producer.poll(0)
 
     def _on_delivery(self, sequence: int, err: KafkaError | None, msg: Message) -> None:
