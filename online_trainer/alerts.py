@@ -21,6 +21,7 @@ from schemas import ContractError, DriftAlert, decode
 from schemas.topics import ALERTS_DRIFT
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.consumer import (
+    ASSIGNED_NOT_KNOWN_YET,
     BatchConsumer,
     committed_offsets,
     source_position,
@@ -115,6 +116,7 @@ class DriftAlerts:
         starts = until_answered(
             "offsets_for_times",
             lambda: consumer.offsets_for_times(fresh, timeout=_COMMITTED_TIMEOUT_S),
+            not_now=ASSIGNED_NOT_KNOWN_YET,
         ) if fresh else []
         by_partition = {tp.partition: tp.offset for tp in starts}
         for tp in partitions:

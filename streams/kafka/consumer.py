@@ -65,7 +65,8 @@ def committed_offsets(
     with it, as the first rebalance after an outage would (the coordinator still loading)."""
     try:
         return until_answered(
-            "committed", lambda: consumer.committed(partitions, timeout=_ASK_TIMEOUT_S), sleep
+            "committed", lambda: consumer.committed(partitions, timeout=_ASK_TIMEOUT_S), sleep,
+            not_now=ASSIGNED_NOT_KNOWN_YET,
         )
     except Refused as refused:
         raise KafkaException(refused.error) from None
@@ -83,11 +84,21 @@ class Refused(Exception):
         self.error = error
 
 
+ASSIGNED_NOT_KNOWN_YET = frozenset(
+    {KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
+"""Answers about partitions the group has just assigned: they exist, so "unknown" only means
+the client's metadata has not caught up yet (right after a broker restart): "not now"."""
+
+
 def until_answered(
-    what: str, call: Callable[[], _T], sleep: Callable[[float], None] = time.sleep
+    what: str,
+    call: Callable[[], _T],
+    sleep: Callable[[float], None] = time.sleep,
+    not_now: frozenset[int] = frozenset(),
 ) -> _T:
-    """`call()`, retried with backoff while its error says "not now"; an error that says "no"
-    is raised as `Refused`, a fatal one as it came."""
+    """`call()`, retried with backoff while its error says "not now" (or is one of `not_now`);
+    an error that says "no" is raised as `Refused`, a fatal one as it came."""
     attempt = 0
     while True:
         try:
@@ -96,7 +107,8 @@ def until_answered(
             error = exc.args[0]
             if not isinstance(error, KafkaError) or error.fatal():
                 raise
-            if error.code() not in _NOT_NOW and not error.retriable():
+            code = error.code()
+            if code not in _NOT_NOW and code not in not_now and not error.retriable():
                 raise Refused(error) from None
             if attempt % 20 == 0:
                 logger.warning("%s waits for the broker code=%s attempt=%d",
