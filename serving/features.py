@@ -372,5 +372,5 @@ def merge_popularity(
 
 
 def _plain_text(member: np.bytes_ | np.str_) -> str:
-    """A plain str: numpy's str subclass compares slowly in dict lookups."""
+    """A plain str, as every other reply is decoded: numpy's scalar types stay out of the ids."""
     return member.decode() if isinstance(member, bytes) else str(member)
