@@ -8,11 +8,11 @@ scores a whole micro-batch's candidates in one call), host transfers included.
 `train_bench_ranker`: a ranker for `streamrec bench serve`, trained through the online
 trainer's own path and gate. The bench has no logged traffic with outcomes yet, so it
 generates labelled lists in the serving feature set's shape
-(models.point_in_time.SERVING_FEATURE_NAMES): ten shown candidates in retrieval order each, the
-acted-on one the most similar to the user's last item (`sim_last`), which retrieval order
-alone misses. They go through `RankerTraining` in micro-batches, as
-`ranker.examples` would; the bench serves the version the gate promoted, so the ranking stage
-runs a trained model, never random weights.
+(models.point_in_time.SERVING_FEATURE_NAMES): a hundred logged candidates in retrieval order
+each (the scorer's `logged_candidates`), the acted-on one the most similar to the user's last
+item (`sim_last`), which retrieval order alone misses. They go through `RankerTraining` in
+micro-batches, as `ranker.examples` would; the bench serves the version the gate promoted,
+so the ranking stage runs a trained model, never random weights.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from schemas.model_updates import ModelUpdate
 from schemas.ranker_examples import RankerExample, encode_vectors
 
 SIGNAL = SERVING_FEATURE_NAMES.index("sim_last")
-SHOWN = 10
+CANDIDATES = 100
 EPOCHS = 6
 LISTS = 300
 
@@ -45,15 +45,15 @@ TRAIN_LISTS = 50
 
 
 def graded_lists(n: int, seed: int) -> list[GradedList]:
-    """Lists of ten shown candidates in retrieval order, the acted-on one the most similar to
-    the user's last item."""
+    """Lists of logged candidates in retrieval order, the acted-on one the most similar to the
+    user's last item."""
     rng = np.random.default_rng(seed)
     width = len(SERVING_FEATURE_NAMES)
     out = []
     for _ in range(n):
-        vectors = rng.normal(size=(SHOWN, width)).astype(np.float32)
-        vectors[:, 0] = np.sort(rng.normal(size=SHOWN))[::-1]  # retrieval order
-        grades = np.zeros(SHOWN, dtype=np.int64)
+        vectors = rng.normal(size=(CANDIDATES, width)).astype(np.float32)
+        vectors[:, 0] = np.sort(rng.normal(size=CANDIDATES))[::-1]  # retrieval order
+        grades = np.zeros(CANDIDATES, dtype=np.int64)
         grades[int(np.argmax(vectors[:, SIGNAL]))] = 1
         out.append(GradedList(vectors, grades))
     return out
@@ -65,7 +65,7 @@ def generated_examples(n: int, seed: int, served_at: float) -> list[RankerExampl
         RankerExample(
             request_id=f"bench-{seed}-{k}", user_id=f"bench-u{k}", served_at=served_at,
             features_at=served_at, model_version="1.0", feature_set=SERVING_FEATURE_SET,
-            n_features=width, candidates=[f"i{j}" for j in range(SHOWN)],
+            n_features=width, candidates=[f"i{j}" for j in range(CANDIDATES)],
             vectors=encode_vectors(item.vectors), grades=item.grades.tolist(),
             labelled_at=served_at,
         )
@@ -110,7 +110,7 @@ def _timed(ranker: LoggedRanker, calls: int) -> dict[str, dict[str, float]]:
     lists = graded_lists(TRAIN_LISTS, seed=0)
     out = {"train_micro_batch_ms": _ms(calls, lambda: ranker.partial_fit(lists))}
     for rows in SCORE_ROWS:
-        vectors = np.concatenate([item.vectors for item in graded_lists(rows // SHOWN, 1)])
+        vectors = np.concatenate([item.vectors for item in graded_lists(rows // CANDIDATES, 1)])
         out[f"score_{rows}_ms"] = _ms(calls, functools.partial(ranker.score, vectors))
     return out
 
@@ -120,7 +120,7 @@ def run(json_path: Path, calls: int) -> None:
     torch.set_num_threads(1)  # as in the scorer: one intra-op thread per process
     paths = {name: _timed(ranker, calls) for name, ranker in _paths().items()}
     write_result(json_path, {
-        "paths": paths, "train_lists": TRAIN_LISTS, "shown": SHOWN, "calls": calls,
+        "paths": paths, "train_lists": TRAIN_LISTS, "candidates": CANDIDATES, "calls": calls,
         "features": len(SERVING_FEATURE_NAMES),
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
     })

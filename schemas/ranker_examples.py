@@ -3,7 +3,7 @@
 Log and wait: the scorer publishes, per answered request, the candidates it ranked and the exact
 feature vectors it computed for them (`ServedFeatures`, on `rec.features`), with the model
 version and the feature-set version. The monitor waits for the attribution window to close and
-publishes the same vectors with a graded label per shown item (`RankerExample`, on
+publishes the same vectors with a graded label per logged candidate (`RankerExample`, on
 `ranker.examples`): features as of serving time, labels from the future, so the ranker trains on
 exactly what it will see when it serves.
 
@@ -47,7 +47,7 @@ Vectors = Annotated[
 """Base64 of little-endian float32, row-major `[candidates, n_features]`."""
 
 Grade = Annotated[int, Field(ge=0, le=3), INTEGRAL]
-"""0 shown and not acted on, 1 click, 2 add-to-cart, 3 purchase (the strongest act counts)."""
+"""0 not acted on, 1 click, 2 add-to-cart, 3 purchase (the strongest act counts)."""
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -109,11 +109,12 @@ class ServedFeatures(_LoggedVectors):
 
 
 class RankerExample(_LoggedVectors):
-    """A labelled answer (`ranker.examples`, keyed by user_id): grades of the shown candidates,
+    """A labelled answer (`ranker.examples`, keyed by user_id): grades of its logged candidates,
     known once the attribution window closed."""
 
     grades: Annotated[list[Grade], Field(min_length=1, max_length=MAX_LOGGED_CANDIDATES)]
-    """One grade per candidate; only shown candidates are labelled, so every row is shown."""
+    """One grade per candidate, shown or not: the ranker chooses which candidates are shown,
+    so its gate judges it on all of them."""
     labelled_at: Timestamp
 
     def graded(self) -> tuple[FloatMatrix, list[int]]:

@@ -1,16 +1,21 @@
 """Labelling the ranker's logged features: `rec.features` + later interactions -> examples.
 
 A logged answer (ServedFeatures) waits for its attribution window, like a response in the
-attribution join (streams.monitor.attribution), and is then published as a RankerExample of its
-shown candidates: each graded by the strongest act the user took on it within the window
-(purchase 3, add-to-cart 2, click 1), shown and not acted on 0. Candidates the answer did not
-show have no label and are left out; an answer that showed none of its logged candidates (all
-backfill) makes no example. Features as of serving time, labels from the future.
+attribution join (streams.monitor.attribution), and is then published as a RankerExample of all
+its logged candidates: each graded by the strongest act the user took on it within the window
+(purchase 3, add-to-cart 2, click 1), and 0 when the user did not act on it.
 
-The attribution rule is the join's: an interaction naming its request credits that answer only;
-otherwise the most recent answer that showed the item within the window. Interactions may run
-ahead of the logged features (separate topics): a hit that matches nothing yet is kept while it
-is ahead of the watermark. Memory is bounded by `max_pending` on both sides, oldest out first.
+Unshown candidates are labelled too. A published ranker re-orders all the logged candidates and
+chooses which of them are shown. A gate that judged only the shown ones would measure the order
+within a list that retrieval chose. It would say nothing of the ranker's choice, and a ranker
+could pass it while showing worse lists. A user's act on a candidate the answer did not show is
+evidence found without the answer's help, so it counts as much as an act on a shown one.
+
+Attribution: an interaction naming its request labels that answer only. Otherwise it labels the
+most recent answer within the window that showed the item, or, when none showed it, the most
+recent one that logged it. Interactions may run ahead of the logged features (separate topics):
+a hit that matches nothing yet is kept while it is ahead of the watermark. Memory is bounded by
+`max_pending` on both sides, oldest out first.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from schemas.events import EventType, InteractionEvent
-from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
+from schemas.ranker_examples import RankerExample, ServedFeatures
 
 GRADES = {EventType.CLICK: 1, EventType.ADD_TO_CART: 2, EventType.PURCHASE: 3}
 
@@ -39,29 +44,18 @@ class _Waiting:
     record: ServedFeatures
     expires_at: float
     shown: frozenset[str]
+    logged: frozenset[str]
     grades: dict[str, int] = field(default_factory=dict)
 
-    def covers(self, event: InteractionEvent) -> bool:
-        return (
-            event.item_id in self.shown
-            and self.record.served_at <= event.timestamp <= self.expires_at
-        )
-
-    def covers_hit(self, hit: _Hit) -> bool:
-        return (
-            hit.item_id in self.shown
-            and self.record.served_at <= hit.timestamp <= self.expires_at
-        )
+    def covers(self, item_id: str, timestamp: float) -> bool:
+        return item_id in self.logged and self.record.served_at <= timestamp <= self.expires_at
 
     def credit(self, item_id: str, grade: int) -> None:
         self.grades[item_id] = max(grade, self.grades.get(item_id, 0))
 
-    def example(self) -> RankerExample | None:
-        rows = [n for n, item in enumerate(self.record.candidates) if item in self.shown]
-        if not rows:
-            return None
-        matrix = self.record.matrix()[rows]
-        items = [self.record.candidates[n] for n in rows]
+    def example(self) -> RankerExample:
+        """Every logged candidate with its grade; the vectors travel as they were logged."""
+        items = self.record.candidates
         return RankerExample(
             request_id=self.record.request_id,
             user_id=self.record.user_id,
@@ -72,7 +66,7 @@ class _Waiting:
             feature_set=self.record.feature_set,
             n_features=self.record.n_features,
             candidates=items,
-            vectors=encode_vectors(matrix),
+            vectors=self.record.vectors,
             grades=[self.grades.get(i, 0) for i in items],
             labelled_at=self.expires_at,  # event time: a replay labels the same way
         )
@@ -106,12 +100,17 @@ class ExampleLabeller:
         The record's vectors must have been checked (`record.matrix()`) by the caller."""
         if record.request_id in self._by_request:
             return False
-        waiting = _Waiting(record, record.served_at + self.window_s, frozenset(record.shown))
+        waiting = _Waiting(
+            record, record.served_at + self.window_s, frozenset(record.shown),
+            frozenset(record.candidates),
+        )
         self._by_request[record.request_id] = waiting
         self._by_user.setdefault(record.user_id, []).append(waiting)
         heapq.heappush(self._expiry, (waiting.expires_at, next(self._sequence), waiting))
         for hit in self._hits_by_user.get(record.user_id, ()):
-            if hit.request_id in (None, record.request_id) and waiting.covers_hit(hit):
+            if hit.request_id in (None, record.request_id) and waiting.covers(
+                hit.item_id, hit.timestamp
+            ):
                 waiting.credit(hit.item_id, hit.grade)
         return True
 
@@ -132,11 +131,14 @@ class ExampleLabeller:
         return False
 
     def _attributed(self, event: InteractionEvent, request_id: str | None) -> _Waiting | None:
+        item, at = event.item_id, event.timestamp
         if request_id is not None and request_id in self._by_request:
             named = self._by_request[request_id]
-            return named if named.record.user_id == event.user_id and named.covers(event) else None
-        matching = [w for w in self._by_user.get(event.user_id, ()) if w.covers(event)]
-        return max(matching, key=lambda w: w.record.served_at) if matching else None
+            mine = named.record.user_id == event.user_id and named.covers(item, at)
+            return named if mine else None
+        matching = [w for w in self._by_user.get(event.user_id, ()) if w.covers(item, at)]
+        showed = [w for w in matching if item in w.shown]
+        return max(showed or matching, key=lambda w: w.record.served_at) if matching else None
 
     def expire(self, watermark: float) -> list[RankerExample]:
         """Examples of every answer whose window closed before `watermark` (oldest first), and
@@ -149,9 +151,7 @@ class ExampleLabeller:
             if expires_at >= watermark:
                 self.evicted_early += 1
             self._forget(waiting)
-            example = waiting.example()
-            if example is not None:
-                examples.append(example)
+            examples.append(waiting.example())
         while self._hits and (self._hits[0][0] < watermark or len(self._hits) > self.max_pending):
             _, _, hit = heapq.heappop(self._hits)
             waiting_hits = self._hits_by_user[hit.user_id]

@@ -80,7 +80,7 @@ def served_features(
 def watermark_pushers(at: float) -> list[Record]:
     """Records at `at` on every partition of the three topics (the watermark is the minimum
     over partitions) that count for nothing themselves: error answers, views and logged
-    features that showed none of their candidates."""
+    features of other users."""
     users = [f"pusher{i}" for i in range(PUSHERS)]
     failed = ResponseError(code="overloaded", message="busy")
     return [
@@ -214,7 +214,7 @@ def test_logged_features_and_later_interactions_become_graded_ranker_examples(
         response(2, "u2", T0 + 2), served_features("r2", "u2", T0 + 2),
         interaction(1, "u1", "b", EventType.CLICK, T0 + 10),
         interaction(2, "u1", "b", EventType.PURCHASE, T0 + 11),
-        interaction(3, "u2", "d", EventType.CLICK, T0 + 12),  # logged but not shown
+        interaction(3, "u2", "d", EventType.CLICK, T0 + 12),  # logged, not shown: a label too
         interaction(4, "u2", "a", EventType.CLICK, T0 + 2 + ATTRIBUTION_S + 1),  # too late
         *watermark_pushers(T0 + 10 * WINDOW_S),
     ]
@@ -224,19 +224,20 @@ def test_logged_features_and_later_interactions_become_graded_ranker_examples(
         garbage.flush()
         publish(kafka, records)
         examples = read_until(
-            kafka, kafka.topic(RANKER_EXAMPLES), RankerExample, lambda e: len(e) >= 2
+            kafka, kafka.topic(RANKER_EXAMPLES), RankerExample,
+            lambda e: {"r1", "r2"} <= {x.request_id for x in e},
         )
         letters = read_until(
             kafka, f"{kafka.topic(REC_FEATURES)}.dlq", DeadLetter, lambda d: len(d) >= 1
         )
         assert service.dead_letters.written == 1
-    by_request = {e.request_id: e for e in examples}
+    by_request = {e.request_id: e for e in examples if e.user_id in ("u1", "u2")}
     assert set(by_request) == {"r1", "r2"}
-    assert by_request["r1"].candidates == ["a", "b", "c"]
-    assert by_request["r1"].grades == [0, 3, 0]
-    assert by_request["r2"].grades == [0, 0, 0]
+    assert by_request["r1"].candidates == ["a", "b", "c", "d"]
+    assert by_request["r1"].grades == [0, 3, 0, 0]
+    assert by_request["r2"].grades == [0, 0, 0, 1]
     matrix, _ = by_request["r1"].graded()
-    np.testing.assert_array_equal(matrix, [[0, 1], [2, 3], [4, 5]])
+    np.testing.assert_array_equal(matrix, [[0, 1], [2, 3], [4, 5], [6, 7]])
     [letter] = letters
     assert letter.original_value == b"{not json" and letter.service == "monitor"
 

@@ -17,20 +17,34 @@ def closed(lab: ExampleLabeller) -> list[RankerExample]:
     return lab.expire(T0 + 10 * WINDOW)
 
 
-def test_shown_items_are_graded_by_the_strongest_act_and_the_rest_are_negatives() -> None:
+def test_logged_candidates_are_graded_by_the_strongest_act_and_the_rest_are_negatives() -> None:
     lab = labeller()
-    lab.add_features(served_features("r1"))
+    lab.add_features(served_features("r1", candidates=("a", "b", "c", "d", "e")))
     lab.add_interaction(interaction("a", T0 + 5), watermark=T0)
     lab.add_interaction(interaction("a", T0 + 6, EventType.PURCHASE), watermark=T0)
     lab.add_interaction(interaction("b", T0 + 7, EventType.ADD_TO_CART), watermark=T0)
     lab.add_interaction(interaction("c", T0 + 8, EventType.VIEW), watermark=T0)
+    lab.add_interaction(interaction("d", T0 + 9), watermark=T0)  # logged, not shown
     [example] = closed(lab)
-    assert example.candidates == ["a", "b", "c"]  # "d" was not shown: no label
-    assert example.grades == [3, 2, 0]
+    assert example.candidates == ["a", "b", "c", "d", "e"]
+    assert example.grades == [3, 2, 0, 1, 0]
     matrix, grades = example.graded()
-    assert grades == [3, 2, 0]
-    np.testing.assert_array_equal(matrix, [[0, 0.5], [1, 1.5], [2, 2.5]])
+    assert grades == [3, 2, 0, 1, 0]
+    np.testing.assert_array_equal(matrix, [[n, n + 0.5] for n in range(5)])
     assert example.labelled_at == T0 + WINDOW and example.feature_set == "test-set"
+
+
+def test_an_act_on_an_item_labels_the_latest_answer_that_showed_it_before_one_that_did_not() -> (
+    None
+):
+    lab = labeller()
+    lab.add_features(served_features("r1", shown=("a", "b")))
+    lab.add_features(served_features("r2", shown=("c",), served_at=T0 + 1))
+    lab.add_interaction(interaction("a", T0 + 2), watermark=T0)
+    lab.add_interaction(interaction("d", T0 + 3), watermark=T0)  # shown by neither
+    first, second = closed(lab)
+    assert (first.request_id, first.grades) == ("r1", [1, 0, 0, 0])
+    assert (second.request_id, second.grades) == ("r2", [0, 0, 0, 1])
 
 
 def test_acts_outside_the_window_or_by_others_are_no_labels() -> None:
@@ -40,7 +54,7 @@ def test_acts_outside_the_window_or_by_others_are_no_labels() -> None:
     lab.add_interaction(interaction("b", T0 + 1, user="someone-else"), watermark=T0)
     lab.add_interaction(interaction("c", T0 - 1), watermark=T0 - 10)
     [example] = closed(lab)
-    assert example.grades == [0, 0, 0]
+    assert example.grades == [0, 0, 0, 0]
 
 
 def test_an_act_read_before_the_logged_features_still_labels_them() -> None:
@@ -48,7 +62,7 @@ def test_an_act_read_before_the_logged_features_still_labels_them() -> None:
     assert not lab.add_interaction(interaction("b", T0 + 3), watermark=T0)
     lab.add_features(served_features("r1"))
     [example] = closed(lab)
-    assert example.grades == [0, 1, 0]
+    assert example.grades == [0, 1, 0, 0]
 
 
 def test_an_act_naming_its_request_labels_that_answer_only() -> None:
@@ -57,8 +71,8 @@ def test_an_act_naming_its_request_labels_that_answer_only() -> None:
     lab.add_features(served_features("r2", served_at=T0 + 1))
     lab.add_interaction(interaction("a", T0 + 5, request_id="r1"), watermark=T0)
     first, second = closed(lab)
-    assert (first.request_id, first.grades) == ("r1", [1, 0, 0])
-    assert (second.request_id, second.grades) == ("r2", [0, 0, 0])
+    assert (first.request_id, first.grades) == ("r1", [1, 0, 0, 0])
+    assert (second.request_id, second.grades) == ("r2", [0, 0, 0, 0])
 
 
 def test_examples_wait_for_the_window_and_redeliveries_count_once() -> None:
@@ -69,10 +83,12 @@ def test_examples_wait_for_the_window_and_redeliveries_count_once() -> None:
     assert len(closed(lab)) == 1 and len(lab) == 0
 
 
-def test_an_answer_that_showed_no_logged_candidate_makes_no_example() -> None:
+def test_an_answer_that_showed_only_backfill_still_labels_its_logged_candidates() -> None:
     lab = labeller()
     lab.add_features(served_features("r1", shown=("backfill",)))
-    assert closed(lab) == []
+    lab.add_interaction(interaction("c", T0 + 2), watermark=T0)
+    [example] = closed(lab)
+    assert example.candidates == ["a", "b", "c", "d"] and example.grades == [0, 0, 1, 0]
 
 
 def test_memory_is_bounded_by_labelling_the_oldest_early() -> None:
