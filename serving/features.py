@@ -49,8 +49,9 @@ ITEM_STATE_FIELDS = ("first_ts", "last_ts", *COUNTER_FIELDS)
 """An item hash's first and last interaction time and its counter per event type."""
 MAX_CACHED_CATEGORIES = 2_000_000
 """Bounded memory: past this many items the category cache starts over (and refills)."""
-PREVIOUS_HOUR_WEIGHT = 0.5
-"""Recent popularity = this hour's counts + half of the previous hour's (a smooth hand-over)."""
+PREVIOUS_BUCKET_WEIGHT = 0.5
+"""Recent popularity = the newest bucket's counts + half of the previous bucket's (a smooth
+hand-over); the feature workers' `popularity_bucket_s` sets the bucket width."""
 
 
 class Interaction(NamedTuple):
@@ -190,7 +191,7 @@ class RedisFeatureReader:
         self._clock = clock
         self._config = ServingConfig(frozenset(), None)
         self._popular: list[tuple[str, float]] = []
-        self._newest_hour: int | None = None
+        self._newest_bucket: int | None = None
         self._refreshed_at = -math.inf
         self._refresh_inline = refresh_inline
         """False: batches never refresh; the owner calls `refresh` on a thread of its own."""
@@ -256,21 +257,21 @@ class RedisFeatureReader:
         )
 
     def _refresh_commands(self) -> list[tuple[Arg, ...]]:
-        hour = self._newest_hour if self._newest_hour is not None else -1
+        bucket = self._newest_bucket if self._newest_bucket is not None else -1
         return [
             ("SMEMBERS", self.serving_keys.unavailable),
             ("GET", self.serving_keys.rules),
             *(("HGET", shard, "mx_h") for shard in self.keys.popularity_shards()),
-            *self._popularity_commands(hour),
+            *self._popularity_commands(bucket),
         ]
 
-    def _popularity_commands(self, hour: int) -> list[tuple[Arg, ...]]:
-        """This hour's and the previous hour's top items of every popularity shard (an item
+    def _popularity_commands(self, bucket: int) -> list[tuple[Arg, ...]]:
+        """The newest and the previous bucket's top items of every popularity shard (an item
         counts in one shard only, so the shards' lists merge without overlap)."""
         size = self._popularity_size - 1
         return [
-            ("ZREVRANGE", self.keys.popularity_hour(shard, h), 0, size, "WITHSCORES")
-            for h in (hour, hour - 1)
+            ("ZREVRANGE", self.keys.popularity_bucket(shard, h), 0, size, "WITHSCORES")
+            for h in (bucket, bucket - 1)
             for shard in range(POPULARITY_SHARDS)
         ]
 
@@ -278,21 +279,21 @@ class RedisFeatureReader:
         unavailable, rules = replies[:2]
         newest = replies[2 : 2 + POPULARITY_SHARDS]
         self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
-        hours = [int(n) for raw in newest if (n := _number(raw)) is not None]
-        hour = max(hours) if hours else None
-        current, previous = _hours(replies[2 + POPULARITY_SHARDS :])
-        if hour != self._newest_hour:
-            # The hour moved on (or this is the first read): the lists fetched are stale.
-            self._newest_hour = hour
+        buckets = [int(n) for raw in newest if (n := _number(raw)) is not None]
+        bucket = max(buckets) if buckets else None
+        current, previous = _buckets(replies[2 + POPULARITY_SHARDS :])
+        if bucket != self._newest_bucket:
+            # The bucket moved on (or this is the first read): the lists fetched are stale.
+            self._newest_bucket = bucket
             self._refreshed_at = -math.inf
-            if hour is not None:
-                current, previous = self._popularity_now(hour, lean)
+            if bucket is not None:
+                current, previous = self._popularity_now(bucket, lean)
         else:
             self._refreshed_at = self._clock()
         self._popular = merge_popularity(current, previous, 2 * self._popularity_size)
 
-    def _popularity_now(self, hour: int, lean: bool) -> tuple[list[Any], list[Any]]:
-        current, previous = _hours(self._execute(self._popularity_commands(hour), lean))
+    def _popularity_now(self, bucket: int, lean: bool) -> tuple[list[Any], list[Any]]:
+        current, previous = _buckets(self._execute(self._popularity_commands(bucket), lean))
         self._refreshed_at = self._clock()
         return current, previous
 
@@ -337,8 +338,8 @@ def item_state_arrays(replies: Sequence[Sequence[Any]]) -> StateArrays:
     return values[:, 0].copy(), values[:, 1].copy(), np.nansum(values[:, 2:], axis=1)
 
 
-def _hours(replies: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The shards' (member, score) pairs of this hour and of the previous one."""
+def _buckets(replies: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The shards' (member, score) pairs of the newest bucket and of the previous one."""
     current = [p for reply in replies[:POPULARITY_SHARDS] for p in _pairs(reply)]
     previous = [p for reply in replies[POPULARITY_SHARDS:] for p in _pairs(reply)]
     return current, previous
@@ -355,15 +356,15 @@ def _pairs(reply: list[Any]) -> list[tuple[Any, Any]]:
 def merge_popularity(
     current: list[Any], previous: list[Any], limit: int | None = None
 ) -> list[tuple[str, float]]:
-    """Per item, this hour's count plus PREVIOUS_HOUR_WEIGHT times the previous hour's, best
-    first (ties by id), the first `limit`. In arrays: a refresh merges the shards' thousands of
-    (member, score) pairs, and only the kept ones are decoded."""
+    """Per item, the newest bucket's count plus PREVIOUS_BUCKET_WEIGHT times the previous one's,
+    best first (ties by id), the first `limit`. In arrays: a refresh merges the shards'
+    thousands of (member, score) pairs, and only the kept ones are decoded."""
     pairs = [*current, *previous]
     if not pairs:
         return []
     members = np.array([member for member, _ in pairs])  # bytes or text, as the reply holds
     scores = np.array([score for _, score in pairs]).astype(np.float64)
-    scores[len(current) :] *= PREVIOUS_HOUR_WEIGHT
+    scores[len(current) :] *= PREVIOUS_BUCKET_WEIGHT
     unique, inverse = np.unique(members, return_inverse=True)
     totals = np.bincount(inverse.ravel(), weights=scores, minlength=len(unique))
     # Byte order of UTF-8 ids is their code point order: ties sort as the decoded ids would.

@@ -8,6 +8,7 @@ disagreement points at a bug in one of the two.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -15,7 +16,8 @@ from typing import Literal
 from streams.feature_worker.batch import PositionedEvent, timestamp_text
 from streams.features.definitions import (
     AFFINITY_WEIGHTS,
-    POPULARITY_HOURS,
+    POPULARITY_BUCKET_S,
+    POPULARITY_BUCKETS,
     SEQUENCE_LENGTH,
     TIME_FORMAT,
     TYPE_CODES,
@@ -48,6 +50,7 @@ class _Event:
 @dataclass
 class FeatureOracle:
     keys: FeatureKeys
+    popularity_bucket_s: int = POPULARITY_BUCKET_S
     hashes: dict[str, dict[str, str]] = field(default_factory=dict)
     lists: dict[str, list[str]] = field(default_factory=dict)
     zsets: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -181,12 +184,12 @@ class FeatureOracle:
         if h is None:
             return
         h[f"n_{e.code}"] = str(int(h.get(f"n_{e.code}", "0")) + 1)
-        hour = HOURS.bucket(e.ts)
-        newest = hour if "mx_h" not in h else max(int(h["mx_h"]), hour)
+        bucket = math.floor(e.ts / self.popularity_bucket_s)
+        newest = bucket if "mx_h" not in h else max(int(h["mx_h"]), bucket)
         h["mx_h"] = str(newest)
         for stale in [k for k in self.zsets if k.startswith(f"{key}:h")]:
-            if int(stale.rsplit(":h", 1)[1]) <= newest - POPULARITY_HOURS:
+            if int(stale.rsplit(":h", 1)[1]) <= newest - POPULARITY_BUCKETS:
                 del self.zsets[stale]
-        if hour > newest - POPULARITY_HOURS:
-            zset = self.zsets.setdefault(self.keys.popularity_hour(shard, hour), {})
+        if bucket > newest - POPULARITY_BUCKETS:
+            zset = self.zsets.setdefault(self.keys.popularity_bucket(shard, bucket), {})
             zset[e.item] = zset.get(e.item, 0.0) + 1.0

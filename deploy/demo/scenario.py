@@ -102,6 +102,7 @@ def _start(services: Services, state: RunState) -> None:
         "STREAMREC_GROUP_ID": f"{run.run_id}-features",
         # Everything shares the cores: the scorer (and Redis, the broker) go first.
         "STREAMREC_CPU_NICE": "10",
+        "STREAMREC_POPULARITY_BUCKET_S": str(s.popularity_bucket_s),
     })
     services.start("trainer", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-trainer",

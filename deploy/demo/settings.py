@@ -50,6 +50,11 @@ class DemoSettings(BaseSettings):
     drift_item_share: float = Field(
         1.0, gt=0.0, le=1.0, description="Share of item ids permuted among themselves at the shift."
     )
+    popularity_bucket_s: int = Field(
+        60, ge=10, le=3600, description="The feature worker's popularity bucket. A run lasts "
+        "minutes, not days: with hourly buckets the cold-start list would still count the "
+        "items of before the shift for the rest of the run.",
+    )
     seed: int = 7
     kpi_window_s: float = Field(5.0, gt=0.0, le=600.0, description="Monitor KPI window.")
     attribution_window_s: float = Field(4.0, gt=0.0, le=600.0)

@@ -8,7 +8,7 @@ from schemas.events import InteractionEvent
 from streams.features.definitions import (
     HOUR_BUCKETS,
     MINUTE_BUCKETS,
-    POPULARITY_HOURS,
+    POPULARITY_BUCKETS,
     SEQUENCE_LENGTH,
 )
 
@@ -42,7 +42,7 @@ def script_header(ttls: KeyTtls) -> list[str]:
         str(SEQUENCE_LENGTH),
         str(MINUTE_BUCKETS),
         str(HOUR_BUCKETS),
-        str(POPULARITY_HOURS),
+        str(POPULARITY_BUCKETS),
         str(ttls.user_s),
         str(ttls.session_s),
     ]

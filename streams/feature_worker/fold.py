@@ -25,7 +25,12 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_text
-from streams.features.definitions import AFFINITY_WEIGHTS, SEQUENCE_LENGTH, TYPE_CODES
+from streams.features.definitions import (
+    AFFINITY_WEIGHTS,
+    POPULARITY_BUCKET_S,
+    SEQUENCE_LENGTH,
+    TYPE_CODES,
+)
 from streams.features.keys import FeatureKeys, popularity_shard
 
 Value = str | int | Sequence["Value"]
@@ -57,6 +62,7 @@ class _Row(NamedTuple):
     category: str
     minute: int
     hour: int
+    popularity_bucket: int
     parts: tuple[tuple[str, int, int, int]]
     """The partition list of an update of this event alone (see apply.lua)."""
 
@@ -73,7 +79,7 @@ def _applied_field(partition: int) -> str:
 _APPLIED_FIELDS = {p: f"_p{p}" for p in range(256)}
 
 
-def _row(item: PositionedEvent) -> _Row:
+def _row(item: PositionedEvent, popularity_bucket_s: int) -> _Row:
     e = item.event
     ctx = e.context
     ts = e.timestamp
@@ -81,7 +87,7 @@ def _row(item: PositionedEvent) -> _Row:
     return _Row(
         item, item.partition, offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
         ctx.category if ctx is not None and ctx.category else "",
-        math.floor(ts / 60), math.floor(ts / 3600),
+        math.floor(ts / 60), math.floor(ts / 3600), math.floor(ts / popularity_bucket_s),
         ((_applied_field(item.partition), offset, offset, NOT_EXPECTED),),
     )
 
@@ -109,7 +115,8 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
         return (parts, counter, minute, hour, ts_s, (ts_s, row.category))
     if kind == "c":
         return (parts, counter, minute, hour, ts_s, ts_s)
-    return (parts, counter, row.hour, (row.hour, e.item_id, 1))
+    bucket = row.popularity_bucket
+    return (parts, counter, bucket, (bucket, e.item_id, 1))
 
 
 def _targets(keys: FeatureKeys, row: _Row) -> list[tuple[str, str]]:
@@ -201,14 +208,14 @@ def _specific(kind: str, rows: Sequence[_Row]) -> list[Value]:
         return [_extreme(rows, newest=False), events]
     if kind == "c":
         return [_extreme(rows, newest=True), _extreme(rows, newest=False)]
-    hours: dict[tuple[int, str], int] = {}
+    buckets: dict[tuple[int, str], int] = {}
     for row in rows:
-        key = (row.hour, row.item.event.item_id)
-        hours[key] = hours.get(key, 0) + 1
+        key = (row.popularity_bucket, row.item.event.item_id)
+        buckets[key] = buckets.get(key, 0) + 1
     counts: list[Value] = []
-    for (hour, item_id), n in hours.items():
-        counts += (hour, item_id, n)
-    return [max(hour for hour, _ in hours), counts]
+    for (bucket, item_id), n in buckets.items():
+        counts += (bucket, item_id, n)
+    return [max(bucket for bucket, _ in buckets), counts]
 
 
 def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> EntityUpdate:
@@ -217,11 +224,13 @@ def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> 
 
 
 def fold(
-    kind: str, key: str, events: Sequence[PositionedEvent], expect: dict[int, int] | None = None
+    kind: str, key: str, events: Sequence[PositionedEvent], expect: dict[int, int] | None = None,
+    popularity_bucket_s: int = POPULARITY_BUCKET_S,
 ) -> EntityUpdate:
     """`events` (one entity's, in stream order) as one update; `expect`: per partition, the last
     offset of this entity's previous piece of the same batch."""
-    return _fold(kind, key, [_row(item) for item in events], expect or {})
+    rows = [_row(item, popularity_bucket_s) for item in events]
+    return _fold(kind, key, rows, expect or {})
 
 
 def _increasing(rows: Sequence[_Row]) -> bool:
@@ -234,7 +243,8 @@ def _increasing(rows: Sequence[_Row]) -> bool:
 
 
 def entity_updates(
-    keys: FeatureKeys, batch: Sequence[PositionedEvent], max_events: int
+    keys: FeatureKeys, batch: Sequence[PositionedEvent], max_events: int,
+    popularity_bucket_s: int = POPULARITY_BUCKET_S,
 ) -> Iterator[EntityUpdate]:
     """The batch grouped per entity, each entity's events kept in stream order and cut into
     pieces of at most `max_events` (the bound on how long one call holds Redis). The grouping
@@ -247,7 +257,7 @@ def entity_updates(
     event, which Redis applies or skips one by one."""
     groups: dict[str, tuple[str, list[_Row]]] = {}
     for item in batch:
-        row = _row(item)
+        row = _row(item, popularity_bucket_s)
         for kind, key in _targets(keys, row):
             group = groups.get(key)
             if group is None:

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from streams.feature_worker.batch import DEFAULT_SESSION_TTL_S, DEFAULT_USER_TTL_S, KeyTtls
+from streams.features.definitions import POPULARITY_BUCKET_S
 from streams.kafka.principals import FEATURE_WORKER
 from streams.service_settings import ServiceSettings
 
@@ -77,6 +78,13 @@ class StreamSettings(ServiceSettings):
         DEFAULT_SESSION_TTL_S, ge=60, le=400 * 86_400, description="A session's keys "
         "(`s:{id}`, its sequence) expire this long after its last applied event; every write "
         "resets it. A session idle that long is over: a request naming it again starts afresh.",
+    )
+    popularity_bucket_s: int = Field(
+        POPULARITY_BUCKET_S, ge=10, le=86_400, description="Width of the buckets the recent "
+        "item popularity is counted in, by event time. The scorer's cold-start list is the "
+        "newest bucket plus half of the previous one, so a narrower bucket follows a change in "
+        "taste sooner and counts fewer events. Every worker of a deployment must use the same "
+        "width.",
     )
     service_name: str = Field("streams", description="Recorded in dead letters.")
 

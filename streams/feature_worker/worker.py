@@ -92,6 +92,7 @@ class FeatureWorker:
         writer = FeatureWriter(
             FeatureWriter.connect(settings.redis), settings.redis.key_prefix,
             settings.key_ttls(), settings.call_events, call_entities=settings.call_entities,
+            popularity_bucket_s=settings.popularity_bucket_s,
         )
         self._pipeline = FeaturePipeline(
             writer, DeadLetterWriter(producer, settings.service_name), producer, metrics,

@@ -27,6 +27,7 @@ from redis.exceptions import (
 
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
 from streams.feature_worker.fold import EntityUpdate, entity_updates, fold
+from streams.features.definitions import POPULARITY_BUCKET_S
 from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
@@ -109,6 +110,7 @@ class FeatureWriter:
         call_events: int = DEFAULT_CALL_EVENTS,
         clock: Callable[[], float] = time.time,
         call_entities: int = DEFAULT_CALL_ENTITIES,
+        popularity_bucket_s: int = POPULARITY_BUCKET_S,
     ) -> None:
         self._client = client
         self._clock = clock
@@ -117,6 +119,7 @@ class FeatureWriter:
         self._header = script_header(ttls)
         self._call_events = call_events
         self._call_entities = call_entities
+        self._popularity_bucket_s = popularity_bucket_s
 
     @staticmethod
     def connect(connection: RedisConnection) -> ScriptPipeline:
@@ -132,14 +135,17 @@ class FeatureWriter:
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:
             return ApplyOutcome(0, 0)
-        updates, replies = await self._send(entity_updates(self._keys, batch, self._call_events))
+        updates, replies = await self._send(entity_updates(
+            self._keys, batch, self._call_events, self._popularity_bucket_s
+        ))
         refused = [u for u, reply in zip(updates, replies, strict=True) if reply == REFUSED]
         if refused:
             # Some of these entities' events were applied before (a crash between batches cut
             # differently): one update per event, in order, each applied or skipped whole.
             logger.info("re-sending partly applied entities entities=%d", len(refused))
             single, again = await self._send(
-                fold(u.kind, u.key, [item]) for u in refused for item in u.events
+                fold(u.kind, u.key, [item], popularity_bucket_s=self._popularity_bucket_s)
+                for u in refused for item in u.events
             )
             updates += single
             replies += again

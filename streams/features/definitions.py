@@ -17,8 +17,13 @@ MINUTE_BUCKETS = 60
 HOUR_BUCKETS = 168
 """Hour buckets kept per entity: 24 h = this hour + the 23 before; 7 d = this hour + 167 before."""
 
-POPULARITY_HOURS = 24
-"""Hourly popularity sorted sets kept (the recent-popularity baseline's window)."""
+POPULARITY_BUCKETS = 24
+"""Popularity sorted sets kept, one per bucket of `popularity_bucket_s`."""
+
+POPULARITY_BUCKET_S = 3600
+"""Default width of a popularity bucket. The scorer's cold-start list is the newest bucket's
+counts plus half of the previous one's, so the list follows the traffic of the last one to two
+bucket widths."""
 
 POPULARITY_SHARDS = 8
 """Shards of the global popularity keys (by item id hash): spread over hash slots, hence over a

@@ -14,8 +14,8 @@ from streams.features.definitions import POPULARITY_SHARDS
 
 
 def popularity_shard(item_id: str) -> int:
-    """The popularity shard an item's counts go to: fixed per item, so an item's hourly count
-    lives in exactly one shard and readers merge shards without double counting."""
+    """The popularity shard an item's counts go to: fixed per item, so an item's count in a
+    bucket lives in exactly one shard and readers merge shards without double counting."""
     return zlib.crc32(item_id.encode()) % POPULARITY_SHARDS
 
 
@@ -43,12 +43,15 @@ class FeatureKeys:
 
     def popularity(self, shard: int) -> str:
         """One shard of the global totals (priors for target encoding) and its newest
-        popularity hour. Global keys are sharded (each shard its own hash slot) so the writes of
-        every batch do not serialise on one key; readers sum or merge all shards."""
+        popularity bucket (field `mx_h`). Global keys are sharded (each shard its own hash
+        slot) so the writes of every batch do not serialise on one key; readers sum or merge
+        all shards."""
         return f"{self.prefix}pop:{{{shard}}}"
 
-    def popularity_hour(self, shard: int, hour: int) -> str:
-        return f"{self.popularity(shard)}:h{hour}"
+    def popularity_bucket(self, shard: int, bucket: int) -> str:
+        """The shard's sorted set of item counts in one popularity bucket (event time //
+        `popularity_bucket_s`)."""
+        return f"{self.popularity(shard)}:h{bucket}"
 
     def popularity_shards(self) -> list[str]:
         return [self.popularity(shard) for shard in range(POPULARITY_SHARDS)]

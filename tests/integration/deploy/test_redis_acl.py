@@ -22,7 +22,7 @@ def test_the_feature_worker_writes_feature_keys_but_not_the_serving_configuratio
     keys = FeatureKeys(redis_connection.key_prefix)
     for key in (keys.user("u1"), keys.session("s1"), keys.item("i1"), keys.category("c1")):
         assert client.hincrby(key, "n", 1) == 1
-    assert client.zincrby(keys.popularity_hour(0, 7), 1, "i1") == 1.0
+    assert client.zincrby(keys.popularity_bucket(0, 7), 1, "i1") == 1.0
     rules = _serving_rules(redis_connection.key_prefix)
     redis_admin.hset(rules, "boost", "1")
     with pytest.raises(redis.exceptions.NoPermissionError):

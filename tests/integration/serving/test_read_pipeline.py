@@ -33,7 +33,7 @@ def seed(admin: SyncClient, prefix: str) -> None:
     for item, hour, score in (("i3", 7, 5), ("i1", 7, 2), ("i2", 6, 8)):
         shard = popularity_shard(item)
         admin.hset(keys.popularity(shard), "mx_h", str(hour))
-        admin.zadd(keys.popularity_hour(shard, hour), {item: score})
+        admin.zadd(keys.popularity_bucket(shard, hour), {item: score})
     admin.sadd(f"{prefix}cfg:{{serving}}:unavailable", "i9")
 
 

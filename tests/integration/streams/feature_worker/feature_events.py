@@ -11,6 +11,7 @@ from collections import deque
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from streams.feature_worker.batch import KeyTtls, PositionedEvent
 from streams.feature_worker.writer import ApplyOutcome, FeatureWriter
+from streams.features.definitions import POPULARITY_BUCKET_S
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
 from tests.feature_oracle import FeatureOracle
@@ -71,7 +72,9 @@ def apply_in_batches(
     return asyncio.run(run())
 
 
-def oracle_state(prefix: str, events: list[PositionedEvent]) -> FeatureOracle:
-    oracle = FeatureOracle(FeatureKeys(prefix))
+def oracle_state(
+    prefix: str, events: list[PositionedEvent], popularity_bucket_s: int = POPULARITY_BUCKET_S
+) -> FeatureOracle:
+    oracle = FeatureOracle(FeatureKeys(prefix), popularity_bucket_s)
     oracle.apply_all(events)
     return oracle

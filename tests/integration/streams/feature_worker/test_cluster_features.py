@@ -63,9 +63,12 @@ def test_any_stream_on_a_cluster_leaves_the_oracle_state(
     rewinds: list[tuple[int, int]],
     cuts: list[int],
     call: tuple[int, int],
+    popularity_bucket_s: int,
 ) -> None:
     admin = redis_cluster.connection("admin").client()
-    check_against_oracle(cluster_connection, admin, draws, rewinds, cuts, call)
+    check_against_oracle(
+        cluster_connection, admin, draws, rewinds, cuts, call, popularity_bucket_s
+    )
 
 
 def test_the_writer_on_a_cluster_leaves_exactly_the_oracle_state(

@@ -71,6 +71,21 @@ def test_an_item_counts_in_its_own_popularity_shard() -> None:
     assert shard.key == KEYS.popularity(popularity_shard("i7"))
 
 
+def test_popularity_is_counted_in_buckets_of_the_configured_width() -> None:
+    minute = (1_700_000_000 // 60, 1_700_000_090 // 60)
+    one = entity_updates(KEYS, [_event(0, "u1", "i7")], max_events=100, popularity_bucket_s=60)
+    single = next(u for u in one if u.kind == "p")
+    assert single.values[-2:] == (minute[0], (minute[0], "i7", 1))
+    both = [_event(0, "u1", "i7"), _event(90, "u2", "i7")]
+    folded = next(
+        u for u in entity_updates(KEYS, both, max_events=100, popularity_bucket_s=60)
+        if u.kind == "p"
+    )
+    assert folded.values[-2:] == (minute[1], [minute[0], "i7", 1, minute[1], "i7", 1])
+    hourly = next(u for u in entity_updates(KEYS, both, max_events=100) if u.kind == "p")
+    assert hourly.values[-2:] == (1_700_000_090 // 3600, [1_700_000_000 // 3600, "i7", 2])
+
+
 def test_a_hot_entity_is_cut_into_pieces_each_expecting_where_the_last_ended() -> None:
     batch = [_event(n, f"u{n}", "hot") for n in range(7)]
     pieces = _by_key(entity_updates(KEYS, batch, max_events=3))[KEYS.item("hot")]
