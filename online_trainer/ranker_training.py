@@ -4,10 +4,13 @@ Each labelled example first joins the held-back set (the most recent `held_back`
 oldest ones leave it for training, so the gate always judges on examples the ranker has not
 trained on, and on the most recent ones. Every `gate_every` micro-batches the gate
 (models.logged_ranker.gate) compares the ranker with plain retrieval order on the held-back
-lists; a promoted ranker is stored as a full version (models.store: its digest goes into the
-ModelUpdate) and announced with stage "serving"; a ranker that does not beat retrieval order is
-not published, and the scorer keeps serving retrieval order. Every decision is kept (`decisions`)
-for the operator's report.
+lists of the newest retrieval major version (a full retrain changes the candidates and their
+retriever scores, so lists of the model before it say nothing of how the ranker does now); a
+promoted ranker is stored as a full version (models.store: its digest goes into the
+ModelUpdate), names that major in its manifest (`retriever_major`: the scorer applies it to
+that major's candidates only) and is announced with stage "serving"; a ranker that does not
+beat retrieval order is not published, and the scorer keeps serving retrieval order. Every
+decision is kept (`decisions`) for the operator's report.
 
 Examples of another feature set or width than the serving one cannot train this ranker: they
 are returned as rejected, for the caller to dead-letter.
@@ -58,7 +61,8 @@ class RankerTraining:
 
     def __post_init__(self) -> None:
         self.ranker = LoggedRanker(len(SERVING_FEATURE_NAMES), self.config)
-        self._held_back: deque[GradedList] = deque()
+        self._held_back: deque[tuple[GradedList, str]] = deque()
+        """Held-back lists with the major version of the retriever that produced them."""
         self._batches = 0
 
     def step(self, examples: Sequence[RankerExample], now: float | None = None) -> RankerStep:
@@ -67,23 +71,27 @@ class RankerTraining:
         for graded in lists:
             self._held_back.append(graded)
             if len(self._held_back) > self.held_back:
-                leaving.append(self._held_back.popleft())
+                leaving.append(self._held_back.popleft()[0])
         if leaving:
             self.ranker.partial_fit(leaving)
         self._batches += 1
         if self._batches % self.gate_every:
             return RankerStep(len(leaving), rejected)
-        decision = gate(self.ranker, list(self._held_back), self.min_gain, self.min_lists)
+        retriever = self._held_back[-1][1] if self._held_back else ""
+        judged = [graded for graded, major in self._held_back if major == retriever]
+        decision = gate(self.ranker, judged, self.min_gain, self.min_lists)
         self.decisions.append(decision)
         logger.info(
             "ranker gate promote=%s ranker_ndcg10=%.4f retrieval_ndcg10=%.4f lists=%d reason=%s",
             decision.promote, decision.ranker_ndcg, decision.retrieval_ndcg, decision.lists,
             decision.reason,
         )
-        update = self._publish(decision, time.time() if now is None else now)
+        update = self._publish(decision, retriever, time.time() if now is None else now)
         return RankerStep(len(leaving), rejected, decision, update)
 
-    def _publish(self, decision: GateDecision, now: float) -> ModelUpdate | None:
+    def _publish(
+        self, decision: GateDecision, retriever: str, now: float
+    ) -> ModelUpdate | None:
         if not decision.promote:
             return None
         version = str(self.store.next_version(self.model_name, major=False))
@@ -94,7 +102,8 @@ class RankerTraining:
         }
         manifest = Manifest(
             name=self.model_name, version=version, kind="full", metrics=metrics,
-            config={**self.ranker.manifest_config(), "feature_set": SERVING_FEATURE_SET},
+            config={**self.ranker.manifest_config(), "feature_set": SERVING_FEATURE_SET,
+                    "retriever_major": retriever},
         )
         self.store.save_full(self.model_name, self.ranker.tensors(), manifest)
         update = ModelUpdate(
@@ -106,9 +115,14 @@ class RankerTraining:
         return update
 
 
+def retriever_major(model_version: str) -> str:
+    """The major part of a retrieval model version ("2" of "2.3")."""
+    return model_version.partition(".")[0]
+
+
 def _graded(
     examples: Sequence[RankerExample],
-) -> tuple[list[GradedList], list[tuple[RankerExample, ValueError]]]:
+) -> tuple[list[tuple[GradedList, str]], list[tuple[RankerExample, ValueError]]]:
     lists, rejected = [], []
     for example in examples:
         try:
@@ -120,5 +134,6 @@ def _graded(
         except ValueError as error:
             rejected.append((example, error))
             continue
-        lists.append(GradedList(matrix, np.asarray(grades, dtype=np.int64)))
+        graded = GradedList(matrix, np.asarray(grades, dtype=np.int64))
+        lists.append((graded, retriever_major(example.model_version)))
     return lists, rejected

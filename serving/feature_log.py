@@ -188,6 +188,15 @@ class PublishedRanker:
     version: str
     model: VectorRanker
     feature_set: str = SERVING_FEATURE_SET
+    retriever_major: str | None = None
+    """The retrieval model major version whose candidates the gate judged it on; None: any."""
+
+    def reranks(self, retrieval_version: str) -> bool:
+        """Whether it may re-order candidates of `retrieval_version`: a full retrain (a new
+        major) changes the candidates and their scores, and the ranker waits for the gate to
+        judge one on them."""
+        major = retrieval_version.partition(".")[0]
+        return self.retriever_major is None or self.retriever_major == major
 
 
 def rerank(

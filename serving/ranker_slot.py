@@ -6,7 +6,9 @@ scorer loads from its own store root and checks the digest before it uses a byte
 session model. Versions only move forward (a rollback names the version it replaces). A version
 that fails to load, or whose feature set is not the one the scorer computes, is refused and
 the current one (or retrieval order) stays: the scorer never serves a ranker that would read
-vectors it was not trained on.
+vectors it was not trained on. A ranker re-orders only the candidates of the retrieval major
+version the gate judged it on (`retriever_major` in its manifest); other groups are served in
+retrieval order.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ def load_ranker(store: ModelStore, update: ModelUpdate) -> PublishedRanker:
     if feature_set != SERVING_FEATURE_SET:
         raise ValueError(f"ranker reads feature set {feature_set}, the scorer computes "
                          f"{SERVING_FEATURE_SET}")
+    retriever = manifest.config.get("retriever_major")
+    if retriever is not None and not isinstance(retriever, str):
+        raise ValueError("retriever_major must be a version's major part")
     ranker = LoggedRanker.from_tensors(tensors, manifest.config)
     ranker.capture()
-    return PublishedRanker(update.version, ranker)
+    return PublishedRanker(update.version, ranker, retriever_major=retriever)
 
 
 class RankerSlot:

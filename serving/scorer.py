@@ -373,7 +373,9 @@ def _reranks(group: Group, ranker: PublishedRanker | None) -> bool:
     published one (serving group only: a canary is judged on its own retrieval)."""
     if group.deployment.bundle.ranker is not None:
         return True
-    return ranker is not None and not group.canary
+    return (
+        ranker is not None and not group.canary and ranker.reranks(group.deployment.version)
+    )
 
 
 def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:

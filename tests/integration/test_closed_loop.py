@@ -27,8 +27,8 @@ def _quiet(_state: RunState) -> None:
 @pytest.mark.e2e
 def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> None:
     # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.15-0.34 from one to the
-    # next): 55 s before the drift and 60 s after recovery keep the ratio's own noise (sd ~0.02
-    # over runs) well below the margin it is judged by.
+    # next): 55 s before the drift and 60 s after recovery keep the ratio's own noise (sd ~0.05
+    # over runs) below the margin it is judged by.
     settings = DemoSettings(
         reports_dir=tmp_path, dashboard=False, pretrain_budget_s=20.0, warmup_s=25.0,
         drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=60.0, max_live_s=280.0,
@@ -51,6 +51,5 @@ def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> 
     assert isinstance(by_strategy, dict) and by_strategy, "no answers credited by strategy"
     ratio = summary["recovery_ratio"]
     assert isinstance(ratio, float), summary["kpi"]
-    # Runs with a 40 s hold recovered to 0.914-1.001 (nine runs, mean 0.956).
     assert ratio >= RECOVERY_GOAL, f"hit rate recovered to {ratio:.3f} of its pre-drift level"
     print(f"recovery ratio {ratio:.3f}")

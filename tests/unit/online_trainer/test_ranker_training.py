@@ -20,8 +20,8 @@ T0 = 1_750_000_000.0
 WIDTH = len(SERVING_FEATURE_NAMES)
 
 
-def _examples(n: int, seed: int, signal: bool = True, feature_set: str = SERVING_FEATURE_SET
-              ) -> list[RankerExample]:
+def _examples(n: int, seed: int, signal: bool = True, feature_set: str = SERVING_FEATURE_SET,
+              model_version: str = "1.0") -> list[RankerExample]:
     """10 shown candidates in retrieval order each; with `signal` the acted-on one is the
     candidate most similar to the user's last item (sim_last), which retrieval misses."""
     rng = np.random.default_rng(seed)
@@ -33,7 +33,7 @@ def _examples(n: int, seed: int, signal: bool = True, feature_set: str = SERVING
         grades[int(np.argmax(vectors[:, 3])) if signal else int(rng.integers(10))] = 2
         out.append(RankerExample(
             request_id=f"r{seed}-{k}", user_id=f"u{k}", served_at=T0 + k, features_at=T0 + k,
-            model_version="1.0", feature_set=feature_set, n_features=WIDTH,
+            model_version=model_version, feature_set=feature_set, n_features=WIDTH,
             candidates=[f"i{j}" for j in range(10)], vectors=encode_vectors(vectors),
             grades=grades, labelled_at=T0 + k + 60,
         ))
@@ -61,6 +61,15 @@ def test_a_ranker_that_beats_retrieval_is_stored_published_and_served(tmp_path: 
     assert served is not None and served.version == update.version
     vectors = _examples(1, seed=99)[0].matrix()
     np.testing.assert_array_equal(served.model.score(vectors), training.ranker.score(vectors))
+    assert served.reranks("1.0") and served.reranks("1.7") and not served.reranks("2.0")
+
+
+def test_the_gate_judges_only_lists_of_the_newest_retrieval_major(tmp_path: Path) -> None:
+    training = RankerTraining(ModelStore(tmp_path), held_back=400, gate_every=1, min_lists=50)
+    training.step(_examples(300, seed=0), now=T0)  # retriever 1.x: all held back
+    step = training.step(_examples(40, seed=1, model_version="2.0"), now=T0)
+    assert step.decision is not None and step.decision.lists == 40  # not 340
+    assert not step.decision.promote and "need 50" in step.decision.reason
 
 
 def test_without_a_signal_nothing_is_published(tmp_path: Path) -> None:

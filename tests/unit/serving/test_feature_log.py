@@ -199,6 +199,18 @@ def test_a_published_ranker_orders_the_answer_and_the_response_says_so() -> None
     assert [i.item_id for i in before.response.items] == before.features.candidates[:4]
 
 
+def test_a_ranker_judged_on_another_retrieval_major_leaves_retrieval_order() -> None:
+    live = deployment("2.0")
+    reader = FakeReader({"long": _context("long")})
+    scorer = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
+                    clock=lambda: float(NOW), logged_candidates=8,
+                    ranker=lambda: PublishedRanker("r-3", _ReverseRanker(), retriever_major="1"))
+    answer = scorer.score_batch([request("long", k=4)])[0]
+    assert answer.response.strategy == "model"
+    assert answer.features is not None and answer.features.ranker_version is None
+    assert [i.item_id for i in answer.response.items] == answer.features.candidates[:4]
+
+
 def test_requests_of_any_candidate_count_get_the_vectors_each_would_get_alone() -> None:
     bundle = deployment("1.0").bundle
     ids = list(bundle.item_index)[:6]
