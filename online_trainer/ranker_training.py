@@ -29,7 +29,7 @@ import numpy as np
 from models.logged_ranker import GateDecision, GradedList, LoggedRanker, LoggedRankerConfig, gate
 from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
 from models.store import Manifest, ModelStore
-from schemas.model_updates import ModelUpdate
+from schemas.model_updates import ModelUpdate, major_part
 from schemas.ranker_examples import RankerExample
 
 logger = logging.getLogger(__name__)
@@ -115,11 +115,6 @@ class RankerTraining:
         return update
 
 
-def retriever_major(model_version: str) -> str:
-    """The major part of a retrieval model version ("2" of "2.3")."""
-    return model_version.partition(".")[0]
-
-
 def _graded(
     examples: Sequence[RankerExample],
 ) -> tuple[list[tuple[GradedList, str]], list[tuple[RankerExample, ValueError]]]:
@@ -135,5 +130,5 @@ def _graded(
             rejected.append((example, error))
             continue
         graded = GradedList(matrix, np.asarray(grades, dtype=np.int64))
-        lists.append((graded, retriever_major(example.model_version)))
+        lists.append((graded, major_part(example.model_version)))
     return lists, rejected

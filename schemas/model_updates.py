@@ -26,6 +26,17 @@ from schemas.fields import (
 Version = Annotated[str, *full_match(r"[0-9]{1,6}\.[0-9]{1,9}", "0-9.")]
 """`major.minor`: a full retrain bumps major, each gated online publication bumps minor."""
 
+
+def version_key(version: str) -> tuple[int, int]:
+    """A `major.minor` version as a pair that orders versions."""
+    major, _, minor = version.partition(".")
+    return int(major), int(minor)
+
+
+def major_part(version: str) -> str:
+    """The full-retrain lineage of a version: "2" of "2.3"."""
+    return version.partition(".")[0]
+
 ModelName = Annotated[str, *full_match(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "A-Za-z0-9_.-")]
 """A folder name in the model store: no separators, no leading dot, so never a path."""
 

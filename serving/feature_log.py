@@ -28,6 +28,7 @@ from models.point_in_time import (
     unit_rows,
     user_features,
 )
+from schemas.model_updates import major_part
 from schemas.ranker_examples import ServedFeatures, encode_vectors
 from serving.features import StateArrays
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
@@ -195,8 +196,7 @@ class PublishedRanker:
         """Whether it may re-order candidates of `retrieval_version`: a full retrain (a new
         major) changes the candidates and their scores, and the ranker waits for the gate to
         judge one on them."""
-        major = retrieval_version.partition(".")[0]
-        return self.retriever_major is None or self.retriever_major == major
+        return self.retriever_major is None or self.retriever_major == major_part(retrieval_version)
 
 
 def rerank(

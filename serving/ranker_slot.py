@@ -19,9 +19,8 @@ import threading
 from models.logged_ranker import LoggedRanker
 from models.point_in_time import SERVING_FEATURE_SET
 from models.store import ModelStore
-from schemas.model_updates import ModelUpdate
+from schemas.model_updates import ModelUpdate, version_key
 from serving.feature_log import PublishedRanker
-from serving.registry import version_key
 
 logger = logging.getLogger(__name__)
 

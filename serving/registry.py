@@ -18,18 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from schemas.model_updates import ModelUpdate
+from schemas.model_updates import ModelUpdate, version_key
 from serving.model_bundle import ModelBundle
 
 logger = logging.getLogger(__name__)
 
 Loader = Callable[[ModelUpdate], ModelBundle]
 _HASH_SPACE = float(2**64)
-
-
-def version_key(version: str) -> tuple[int, int]:
-    major, _, minor = version.partition(".")
-    return int(major), int(minor)
 
 
 def canary_bucket(user_id: str, salt: str) -> float:
