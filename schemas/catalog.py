@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas.fields import INTEGRAL, STRICT_RECORD, Id, SchemaVersion1, Text, Timestamp
+from schemas.wire import ContractError
 
 MAX_GENRES = 32
 """Most genres (or any other tags) one item may carry."""
@@ -30,3 +31,15 @@ class CatalogItem(BaseModel):
     genres: Annotated[list[Id], Field(max_length=MAX_GENRES)] = Field(default_factory=list)
     release_year: Year | None = None
     updated_at: Timestamp
+
+
+_ITEM_ID: TypeAdapter[str] = TypeAdapter(Id)
+
+
+def item_key(key: bytes) -> str:
+    """The item id a record key names (a tombstone's only content); ContractError when the key
+    is not UTF-8 or not a valid id."""
+    try:
+        return _ITEM_ID.validate_python(key.decode("utf-8", errors="strict"))
+    except (UnicodeDecodeError, ValidationError):
+        raise ContractError("InvalidKey", "record key is not a valid item id") from None

@@ -12,6 +12,10 @@ A version knows the items it was trained on; items that reached the catalog sinc
 never saw an event of) cannot be retrieved by it. :meth:`ItemCatalog.new_items` offers, for a
 user, the ones whose genres best match the user's recent items, among the newest
 :data:`NEW_ITEMS_CONSIDERED` a version does not know.
+
+A tombstone (the item id as key, no value) deletes an item's record: the catalog then knows
+nothing of it, as if it had never had one. Whether an item may be recommended at all is the
+serving configuration's `unavailable` set, not the catalog's.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class ItemCatalog:
         self._row: dict[str, int] = {}
         self._ids: list[str] = [""]
         """Row -> item id (row 0: no item)."""
+        self._deleted: set[str] = set()
+        """Items whose record a tombstone deleted: their rows stay, holding no content."""
         self._versions: dict[int, _Version] = {}
         self._names: tuple[str, ...] = ()
         # Row 0 is what an item without a record gets: no genres, unknown year.
@@ -61,7 +67,7 @@ class ItemCatalog:
         self._years: FloatArray = np.full(1, np.nan, dtype=np.float32)
 
     def __len__(self) -> int:
-        return len(self._row)
+        return len(self._row) - len(self._deleted)
 
     def apply(self, items: Iterable[CatalogItem]) -> None:
         """Each item's newest metadata replaces what was known of it (in the order given)."""
@@ -81,6 +87,19 @@ class ItemCatalog:
                 multi_hot[n, [column[g] for g in item.genres]] = 1.0
                 self._years[rows[n]] = np.nan if item.release_year is None else item.release_year
             self._genres[rows] = unit_genre_rows(multi_hot)
+            self._deleted -= latest.keys()
+
+    def delete(self, item_id: str) -> None:
+        """Forgets an item's metadata (its record's tombstone): its content becomes that of an
+        item without a record, and it shares no genre, so it is never offered as a new item.
+        Its row stays (the versions' mappings point at rows), empty until a new record."""
+        with self._lock:
+            row = self._row.get(item_id)
+            if row is None:
+                return
+            self._genres[row] = 0.0
+            self._years[row] = np.nan
+            self._deleted.add(item_id)
 
     def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
         """The content of a version's items: `known` is its item index, and row j + 1 of the

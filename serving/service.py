@@ -8,7 +8,7 @@
 - KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
   published on `model.updates` so that every scorer and operator follows;
 - item metadata: `catalog.items` from the beginning (private group, compacted log) ->
-  ItemCatalog, the content features' source.
+  ItemCatalog, the content features' source; a tombstone deletes an item's record.
 Control records that fail their contract, or whose handling raises, are dead-lettered to
 `<topic>.dlq` one by one; the loops go on.
 Every loop flushes its producer before committing, as ContractLoop guarantees (the requests
@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from redis import RedisCluster
 
 from models.store import ModelStore
-from schemas.catalog import CatalogItem
+from schemas.catalog import CatalogItem, item_key
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
@@ -65,7 +65,13 @@ from serving.settings import ServeSettings
 from streams.features.keys import FeatureKeys
 from streams.kafka.admin import end_offsets
 from streams.kafka.consumer import BatchConsumer
-from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
+from streams.kafka.contract_loop import (
+    ContractLoop,
+    Envelope,
+    RecordRejected,
+    Tombstone,
+    TombstoneHandler,
+)
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
 from streams.kafka.producer import EventProducer
 from streams.redis.connection import SyncClient
@@ -188,7 +194,9 @@ class ScorerService:
         self.requests_loop = self._requests_loop()
         self.updates_loop = self._control_loop(MODEL_UPDATES.name, ModelUpdate, self._on_updates)
         self.kpi_loop = self._control_loop(KPI_METRICS.name, KpiReport, self._on_kpis)
-        self.catalog_loop = self._control_loop(CATALOG_ITEMS.name, CatalogItem, self._on_catalog)
+        self.catalog_loop = self._control_loop(
+            CATALOG_ITEMS.name, CatalogItem, self._on_catalog, self._on_catalog_tombstone
+        )
         self._threads: list[threading.Thread] = []
 
     # -- wiring -------------------------------------------------------------------------------
@@ -248,6 +256,7 @@ class ScorerService:
         topic: str,
         model: type[R],
         handler: Callable[[list[Envelope[R]]], list[RecordRejected]],
+        on_tombstone: TombstoneHandler | None = None,
     ) -> ContractLoop[R]:
         kafka = self.settings.kafka
         # A fresh group per start: the whole log is read again (the desired state rebuilds).
@@ -263,6 +272,7 @@ class ScorerService:
             batch_timeout_s=0.2,
             max_future_skew_s=self.settings.max_future_skew_s,
             isolate_records=True,
+            on_tombstone=on_tombstone,
         )
 
     # Tracked from the rebalance callbacks (they run on the loop's thread): querying the consumer
@@ -394,6 +404,10 @@ class ScorerService:
         self.catalog.apply(e.record for e in batch)
         self.metrics.catalog_items.set(len(self.catalog))
         return []
+
+    def _on_catalog_tombstone(self, tombstone: Tombstone) -> None:
+        self.catalog.delete(item_key(tombstone.key))
+        self.metrics.catalog_items.set(len(self.catalog))
 
     def _routing_changed(self, routing: Routing) -> None:
         self.metrics.routing_changed(routing)

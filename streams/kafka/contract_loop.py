@@ -13,6 +13,10 @@ loop keeps going: a worker never crashes on a bad event.
 A secondary reader of a topic (the trainer reads `interactions` after the feature workers have
 dead-lettered its bad records) passes `dead_letters=None`: invalid records are then counted as
 filtered instead of being dead-lettered a second time.
+
+A reader of a compacted topic whose records are a table (a row per key) passes `on_tombstone`:
+a record with a key and no value then deletes that key's row, in its place among the batch's
+records, instead of being dead-lettered as a record without a value.
 """
 
 from __future__ import annotations
@@ -60,6 +64,19 @@ Handler = Callable[[list[Envelope[R]]], Sequence[RecordRejected]]
 """Applies a batch; returns the records it rejected (dead-lettered; the rest count as done)."""
 
 
+@dataclass(frozen=True)
+class Tombstone:
+    """A compacted topic's delete marker: a key without a value."""
+
+    key: bytes
+    position: SourcePosition
+
+
+TombstoneHandler = Callable[[Tombstone], None]
+"""Deletes the row a tombstone's key names; raises ContractError for a key that names no row
+(dead-lettered at stage "validate"), anything else when the delete fails ("apply")."""
+
+
 @dataclass
 class LoopCounters:
     """Conservation: consumed == handled + dead_lettered + filtered, at every batch boundary."""
@@ -82,6 +99,7 @@ class ContractLoop(Generic[R]):
         batch_timeout_s: float = 0.05,
         max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
         isolate_records: bool = False,
+        on_tombstone: TombstoneHandler | None = None,
     ) -> None:
         self.consumer = consumer
         self.model = model
@@ -95,6 +113,7 @@ class ContractLoop(Generic[R]):
         """Hand records to the handler one at a time and dead-letter one that raises (stage
         "apply"): for control topics, whose handlers are not idempotent enough to re-run a
         batch and whose volume makes one call per record free."""
+        self.on_tombstone = on_tombstone
         self.counters = LoopCounters()
         self.finished: dict[tuple[str, int], int] = {}
         """Per (topic, partition), the offset after the last record this loop finished (handled
@@ -114,19 +133,49 @@ class ContractLoop(Generic[R]):
         batch = self.consumer.poll_batch(self.batch_size, self.batch_timeout_s)
         if not batch:
             return 0
-        valid = self._decode(batch)
-        rejected = self._handle(valid) if valid else []
-        invalid = len(batch) - len(valid)
-        for rejection in rejected:
-            env = rejection.envelope
-            self._reject(env.key, env.raw, rejection.error, env.position, "apply")
+        decoded = self._read(batch)
+        rejected = self._handle_in_order(decoded)
         self.producer.flush()
         self.consumer.commit(batch)
-        self._count(len(batch), invalid, len(rejected))
+        self._count(len(batch), len(batch) - len(decoded), rejected)
         for message in batch:
             position = source_position(message)
             self.finished[(position.topic, position.partition)] = position.offset + 1
         return len(batch)
+
+    def _handle_in_order(self, decoded: list[Envelope[R] | Tombstone]) -> int:
+        """Hands runs of records to the handler and tombstones to `on_tombstone`, in stream
+        order; returns how many were dead-lettered."""
+        rejected = 0
+        run: list[Envelope[R]] = []
+        for item in [*decoded, None]:
+            if isinstance(item, Envelope):
+                run.append(item)
+                continue
+            for rejection in self._handle(run) if run else []:
+                env = rejection.envelope
+                self._reject(env.key, env.raw, rejection.error, env.position, "apply")
+                rejected += 1
+            run = []
+            deleting = self.on_tombstone
+            if isinstance(item, Tombstone) and deleting and not self._delete(item, deleting):
+                rejected += 1
+        return rejected
+
+    def _delete(self, tombstone: Tombstone, handler: TombstoneHandler) -> bool:
+        try:
+            handler(tombstone)
+        except Exception as error:
+            logger.warning(
+                "tombstone not applied topic=%s partition=%d offset=%d error=%s",
+                tombstone.position.topic, tombstone.position.partition,
+                tombstone.position.offset, type(error).__name__,
+            )
+            # A tombstone's key is its whole record: a key that fails its contract is invalid.
+            stage: Stage = "validate" if isinstance(error, ContractError) else "apply"
+            self._reject(tombstone.key, None, error, tombstone.position, stage)
+            return False
+        return True
 
     def _handle(self, valid: list[Envelope[R]]) -> Sequence[RecordRejected]:
         if not self.isolate_records:
@@ -169,16 +218,28 @@ class ContractLoop(Generic[R]):
             return
         self.dead_letters.write(key, raw, error, position, stage)
 
-    def _decode(self, batch: list[Message]) -> list[Envelope[R]]:
-        valid = []
+    def _read(self, batch: list[Message]) -> list[Envelope[R] | Tombstone]:
+        """The batch's valid records and, with `on_tombstone`, its tombstones, in order."""
+        read: list[Envelope[R] | Tombstone] = []
         for message in batch:
-            raw = message.value()
-            position = source_position(message)
-            try:
-                record = decode(self.model, raw, self.max_future_skew_s)
-            except ContractError as error:
-                self._reject(message.key(), raw, error, position, "validate")
-                continue
-            # decode() succeeded, so raw is not None.
-            valid.append(Envelope(record, message.key(), position, raw or b""))
-        return valid
+            key = message.key()
+            if message.value() is None and key and self.on_tombstone is not None:
+                read.append(Tombstone(key, source_position(message)))
+            elif (envelope := self._decode_one(message)) is not None:
+                read.append(envelope)
+        return read
+
+    def _decode(self, batch: list[Message]) -> list[Envelope[R]]:
+        return [e for message in batch if (e := self._decode_one(message)) is not None]
+
+    def _decode_one(self, message: Message) -> Envelope[R] | None:
+        """The record, or None when it fails its contract (then it is dead-lettered)."""
+        raw = message.value()
+        position = source_position(message)
+        try:
+            record = decode(self.model, raw, self.max_future_skew_s)
+        except ContractError as error:
+            self._reject(message.key(), raw, error, position, "validate")
+            return None
+        # decode() succeeded, so raw is not None.
+        return Envelope(record, message.key(), position, raw or b"")

@@ -91,3 +91,38 @@ def test_the_catalog_topic_feeds_content_features_and_new_items_and_bad_records_
     dead = [decode(DeadLetter, m.value())
             for m in read_all(kafka, kafka.topic(CATALOG_ITEMS_DLQ), 1)]
     assert len(dead) == 1 and dead[0].original_key == b"i7"
+
+
+def test_a_tombstone_deletes_an_items_record_and_one_with_a_bad_key_dead_letters(
+    kafka: KafkaConnection,
+    redis_connection: RedisConnection,
+    scorer_redis_connection: RedisConnection,
+    tmp_path: Path,
+) -> None:
+    producer = EventProducer(kafka)
+    topic = kafka.topic(CATALOG_ITEMS)
+    for item in [*ITEMS, "new-drama"]:
+        genres = ["Drama"] if item == "new-drama" else _genres(item)
+        producer.send(topic, item, CatalogItem(item_id=item, genres=genres, release_year=1990,
+                                               updated_at=time.time()))
+    producer.flush()
+    FeatureFeed(kafka, redis_connection).ingest(events("u1", HISTORY))
+    publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
+    service = ScorerService(settings(kafka, scorer_redis_connection, tmp_path))
+    with running(service):
+        assert wait_for(lambda: serving_version(service) == "1.0")
+        assert wait_for(lambda: len(service.catalog) == len(ITEMS) + 1)
+        before = [i.item_id for i in ask(kafka, request("u1", k=20)).items]
+        producer.send_raw(topic, b"new-drama", None)
+        producer.send_raw(topic, b"bad key\xff", None)
+        producer.flush()
+        assert wait_for(lambda: len(service.catalog) == len(ITEMS))
+        after = ask(kafka, request("u1", k=20))
+    assert before[-1] == "new-drama"
+    assert after.status == "ok" and "new-drama" not in [i.item_id for i in after.items]
+
+    dead = [decode(DeadLetter, m.value())
+            for m in read_all(kafka, kafka.topic(CATALOG_ITEMS_DLQ), 1)]
+    assert [(d.original_key, d.original_value, d.stage) for d in dead] == [
+        (b"bad key\xff", None, "validate")
+    ]

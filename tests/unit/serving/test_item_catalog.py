@@ -111,3 +111,20 @@ def test_among_equal_matches_the_newest_record_comes_first() -> None:
     catalog.apply([_item("k", ["Drama"])])
     catalog.apply([_item(f"n{n}", ["Drama"]) for n in range(4)])
     assert catalog.new_items({"k": 1}, ["k"], 2, lambda i: True) == ["n3", "n2"]
+
+
+def test_a_deleted_item_has_no_content_and_is_no_new_item_until_a_new_record() -> None:
+    catalog = ItemCatalog()
+    catalog.apply([_item("k1", ["Drama"], 1990), _item("n1", ["Drama"], 2001),
+                   _item("n2", ["Drama"])])
+    known = {"k1": 1}
+    catalog.delete("n1")
+    catalog.delete("never-published")
+    assert len(catalog) == 2
+    assert catalog.new_items(known, ["k1"], 5, lambda i: True) == ["n2"]
+    deleted = _content(catalog, ["n1"])
+    assert not deleted.genres.any() and np.isnan(deleted.years).all()
+    catalog.apply([_item("n1", ["Drama"], 2001)])
+    assert len(catalog) == 3
+    assert sorted(catalog.new_items(known, ["k1"], 5, lambda i: True)) == ["n1", "n2"]
+    assert _content(catalog, ["n1"]).years.tolist()[1:] == [2001.0]
