@@ -320,9 +320,19 @@ class RedisFeatureReader:
         ) if item_ids else []
         return item_state_arrays(replies)
 
-    def warm_categories(self, item_ids: Sequence[str], chunk: int = 5000) -> None:
-        for start in range(0, len(item_ids), chunk):
-            self.categories(item_ids[start : start + chunk])
+    def load_items(self, item_ids: Sequence[str]) -> StateArrays:
+        """What a version needs of its items before it serves, in one read of their hashes
+        through redis-py (thread-safe, off the request thread): their states, returned, and
+        their categories, cached, so that filters never wait on a cold cache."""
+        replies = self._execute(
+            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, "cat")
+             for item_id in item_ids], lean=False,
+        ) if item_ids else []
+        if len(self._categories) + len(item_ids) > MAX_CACHED_CATEGORIES:
+            self._categories.clear()
+        for item_id, reply in zip(item_ids, replies, strict=True):
+            self._categories[item_id] = _text(reply[-1]) or ""
+        return item_state_arrays([reply[:-1] for reply in replies])
 
 
 def item_state_arrays(replies: Sequence[Sequence[Any]]) -> StateArrays:

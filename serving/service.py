@@ -156,11 +156,11 @@ class ScorerService:
             reads=self._read_pipeline(settings, redis_client),
             refresh_inline=False,  # the scorer-config thread refreshes (_refresh_config)
         )
-        # The item state table's readers: redis-py's (thread-safe) loads a version's items on
-        # the updates thread; a lean pipeline of its own serves the refresh thread, which
-        # learns what changed from Redis's invalidation messages.
+        # The item state table's readers: the scorer's reader loads a version's items on the
+        # updates thread (through redis-py's thread-safe client); a lean pipeline of its own
+        # serves the refresh thread, which learns what changed from Redis's invalidation
+        # messages.
         prefix = settings.redis.key_prefix
-        self._load_item_states = RedisFeatureReader(redis_client, prefix).item_states
         self._refresh_item_states_from = RedisFeatureReader(
             redis_client, prefix, reads=self._read_pipeline(settings, redis_client)
         ).item_states
@@ -300,11 +300,10 @@ class ScorerService:
             cpu_runtime=self.settings.encoder_cpu_runtime,
             sha256=update.sha256,
         )
-        # Categories and item states of the whole catalog up front, so filters never wait on a
-        # cold cache and the ranking stage describes every candidate from its first request.
-        items = [i for i in bundle.item_ids if i]
-        self.reader.warm_categories(items)
-        self.item_states.load(self._load_item_states, items)
+        # Categories and item states of the whole catalog up front, in one read, so filters
+        # never wait on a cold cache and the ranking stage describes every candidate from its
+        # first request.
+        self.item_states.load(self.reader.load_items, [i for i in bundle.item_ids if i])
         self.catalog.track(bundle.item_index)
         return bundle
 

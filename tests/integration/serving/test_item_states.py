@@ -29,6 +29,25 @@ from tests.integration.streams.feature_worker.feature_events import (
 pytestmark = pytest.mark.integration
 
 
+def test_loading_a_versions_items_caches_their_categories_in_the_same_read(
+    redis_connection: RedisConnection, scorer_redis_connection: RedisConnection,
+    redis_admin: redis.Redis,
+) -> None:
+    events = positioned_events(300, seed=9)
+    apply_in_batches(redis_connection, events)
+    items = sorted({p.event.item_id for p in events})
+    client = scorer_redis_connection.client()
+    prefix = redis_connection.key_prefix
+    expected = RedisFeatureReader(client, prefix).categories(items)
+    assert expected
+    loading = RedisFeatureReader(client, prefix)
+    loading.load_items(items)
+    keys = FeatureKeys(prefix)
+    redis_admin.delete(*(keys.item(i) for i in items))
+    assert loading.categories(items) == expected  # from the cache the load filled
+    assert RedisFeatureReader(client, prefix).categories(items) == {}
+
+
 def _whole_seconds(events: list[PositionedEvent]) -> list[PositionedEvent]:
     """The offline log counts time in whole seconds (as ML-100K does)."""
     return [
@@ -54,6 +73,9 @@ def test_the_item_state_the_stream_wrote_gives_the_offline_point_in_time_feature
     ).item_states(asked)
     for plain, fast in zip(states, lean, strict=True):
         np.testing.assert_array_equal(fast, plain)
+    for loaded, plain in zip(RedisFeatureReader(client, prefix).load_items(asked), states,
+                             strict=True):
+        np.testing.assert_array_equal(loaded, plain)  # a version's load reads the same
     first_ts, last_ts, counts = (a[:-1] for a in states)  # the last asked item is a repeat
     np.testing.assert_array_equal([a[-1] for a in states], [a[0] for a in states])
     assert np.isnan(first_ts[-1]) and np.isnan(last_ts[-1]) and counts[-1] == 0.0  # never-seen
