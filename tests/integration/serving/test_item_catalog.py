@@ -1,7 +1,7 @@
 """The scorer follows `catalog.items` on the real Kafka: the content features it logs come from
 the metadata published there, an item its version does not know gets the last place of an
-answer when it matches the user's genres, and a record that breaks the contract is
-dead-lettered."""
+answer when it matches the user's genres, a tombstone deletes an item's record, and a record
+that breaks the contract is dead-lettered."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _genres(item: str) -> list[str]:
     return ["Drama"] if item in HISTORY or n % 3 == 0 else ["Comedy"]
 
 
-def test_the_catalog_topic_feeds_content_features_and_new_items_and_bad_records_dead_letter(
+def test_the_catalog_topic_feeds_content_and_new_items_deletes_and_dead_letters_bad_records(
     kafka: KafkaConnection,
     redis_connection: RedisConnection,
     scorer_redis_connection: RedisConnection,
@@ -72,6 +72,11 @@ def test_the_catalog_topic_feeds_content_features_and_new_items_and_bad_records_
         assert wait_for(lambda: len(service.catalog) == len(ITEMS) + 2)
         answer = ask(kafka, request("u1", k=20))
         placed = service.metrics.registry.get_sample_value("streamrec_serve_new_items_total")
+        producer.send_raw(topic, b"new-drama", None)
+        producer.send_raw(topic, b"bad key\xff", None)
+        producer.flush()
+        assert wait_for(lambda: len(service.catalog) == len(ITEMS) + 1)
+        after_delete = ask(kafka, request("u1", k=20))
     assert answer.status == "ok" and answer.strategy == "model"
     assert placed == 1
     shown = [i.item_id for i in answer.items]
@@ -88,41 +93,13 @@ def test_the_catalog_topic_feeds_content_features_and_new_items_and_bad_records_
     np.testing.assert_array_equal(history, match)
     np.testing.assert_array_equal(matrix[:, SERVING_FEATURE_NAMES.index("year_gap_recent")], 0.0)
 
-    dead = [decode(DeadLetter, m.value())
-            for m in read_all(kafka, kafka.topic(CATALOG_ITEMS_DLQ), 1)]
-    assert len(dead) == 1 and dead[0].original_key == b"i7"
-
-
-def test_a_tombstone_deletes_an_items_record_and_one_with_a_bad_key_dead_letters(
-    kafka: KafkaConnection,
-    redis_connection: RedisConnection,
-    scorer_redis_connection: RedisConnection,
-    tmp_path: Path,
-) -> None:
-    producer = EventProducer(kafka)
-    topic = kafka.topic(CATALOG_ITEMS)
-    for item in [*ITEMS, "new-drama"]:
-        genres = ["Drama"] if item == "new-drama" else _genres(item)
-        producer.send(topic, item, CatalogItem(item_id=item, genres=genres, release_year=1990,
-                                               updated_at=time.time()))
-    producer.flush()
-    FeatureFeed(kafka, redis_connection).ingest(events("u1", HISTORY))
-    publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
-    service = ScorerService(settings(kafka, scorer_redis_connection, tmp_path))
-    with running(service):
-        assert wait_for(lambda: serving_version(service) == "1.0")
-        assert wait_for(lambda: len(service.catalog) == len(ITEMS) + 1)
-        before = [i.item_id for i in ask(kafka, request("u1", k=20)).items]
-        producer.send_raw(topic, b"new-drama", None)
-        producer.send_raw(topic, b"bad key\xff", None)
-        producer.flush()
-        assert wait_for(lambda: len(service.catalog) == len(ITEMS))
-        after = ask(kafka, request("u1", k=20))
-    assert before[-1] == "new-drama"
-    assert after.status == "ok" and "new-drama" not in [i.item_id for i in after.items]
+    # A tombstone deleted "new-drama"'s record: the scorer knows nothing of it any more.
+    assert after_delete.status == "ok"
+    assert "new-drama" not in [i.item_id for i in after_delete.items]
 
     dead = [decode(DeadLetter, m.value())
-            for m in read_all(kafka, kafka.topic(CATALOG_ITEMS_DLQ), 1)]
-    assert [(d.original_key, d.original_value, d.stage) for d in dead] == [
-        (b"bad key\xff", None, "validate")
+            for m in read_all(kafka, kafka.topic(CATALOG_ITEMS_DLQ), 2)]
+    assert [(d.original_key, d.original_value is None, d.stage) for d in dead] == [
+        (b"i7", False, "validate"), (b"bad key\xff", True, "validate"),
     ]
+
