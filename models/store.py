@@ -39,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save_file
 
+from schemas.model_updates import version_key
+
 log = logging.getLogger(__name__)
 WEIGHTS = "weights.safetensors"
 MANIFEST = "manifest.json"
@@ -60,8 +62,8 @@ class Version(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> Version:
-        major, _, minor = text.partition(".")
-        return cls(major=int(major), minor=int(minor))
+        major, minor = version_key(text)
+        return cls(major=major, minor=minor)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

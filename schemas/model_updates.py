@@ -37,6 +37,7 @@ def major_part(version: str) -> str:
     """The full-retrain lineage of a version: "2" of "2.3"."""
     return version.partition(".")[0]
 
+
 ModelName = Annotated[str, *full_match(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "A-Za-z0-9_.-")]
 """A folder name in the model store: no separators, no leading dot, so never a path."""
 

@@ -303,15 +303,18 @@ class RedisFeatureReader:
         Cached for the process lifetime: an item's category is its catalog placement and is
         not expected to change (a changed one is picked up after a restart)."""
         missing = [i for i in dict.fromkeys(item_ids) if i not in self._categories]
-        if len(self._categories) + len(missing) > MAX_CACHED_CATEGORIES:
-            self._categories.clear()
         if missing:
             pipe = self._client.pipeline(transaction=False)
             for item_id in missing:
                 pipe.hget(self.keys.item(item_id), "cat")
-            for item_id, raw in zip(missing, pipe.execute(), strict=True):
-                self._categories[item_id] = _text(raw) or ""
+            self._cache_categories(missing, pipe.execute())
         return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
+
+    def _cache_categories(self, item_ids: Sequence[str], raw: Sequence[Any]) -> None:
+        if len(self._categories) + len(item_ids) > MAX_CACHED_CATEGORIES:
+            self._categories.clear()
+        for item_id, category in zip(item_ids, raw, strict=True):
+            self._categories[item_id] = _text(category) or ""
 
     def item_states(self, item_ids: Sequence[str]) -> StateArrays:
         """The state of each of `item_ids` now, in their order, in one round trip."""
@@ -328,10 +331,7 @@ class RedisFeatureReader:
             [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, "cat")
              for item_id in item_ids], lean=False,
         ) if item_ids else []
-        if len(self._categories) + len(item_ids) > MAX_CACHED_CATEGORIES:
-            self._categories.clear()
-        for item_id, reply in zip(item_ids, replies, strict=True):
-            self._categories[item_id] = _text(reply[-1]) or ""
+        self._cache_categories(item_ids, [reply[-1] for reply in replies])
         return item_state_arrays([reply[:-1] for reply in replies])
 
 
