@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import uuid
@@ -9,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from models.retrieval import RetrievalConfig
 from schemas.kpi import KpiReport
 from schemas.model_updates import ModelUpdate
 from schemas.topics import KPI_METRICS, MODEL_UPDATES, REC_REQUESTS
 from schemas.wire import decode
+from serving.model_bundle import ModelBundle
 from serving.service import ScorerService
+from serving.session_model import load_session_bundle
 from serving.settings import CanaryPolicy
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
@@ -21,6 +25,7 @@ from streams.pacing import Pacer
 from streams.redis.connection import RedisConnection
 from tests.integration.kafka_helpers import read_all
 from tests.integration.serving.helpers import (
+    MODEL,
     FeatureFeed,
     events,
     model_update,
@@ -81,6 +86,31 @@ def test_a_model_swap_under_load_drops_no_request(
     assert all(r.status == "ok" for r in answered)
     assert {r.model_version for r in answered} == {"1.0", "1.1"}
     assert service.registry.swaps >= 2
+
+
+def test_what_a_model_load_leaves_behind_is_kept_out_of_the_cycle_collectors_walks(
+    kafka: KafkaConnection, scorer_redis_connection: RedisConnection, tmp_path: Path
+) -> None:
+    # Stands for what a load brings that lives on: the modules it imports, its tables.
+    left_behind: list[list[int]] = []
+
+    def load(update: ModelUpdate) -> ModelBundle:
+        left_behind.extend([n] for n in range(1000))
+        return load_session_bundle(
+            tmp_path, MODEL, update.version, RetrievalConfig(kind="flat"), 20
+        )
+
+    publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
+    service = ScorerService(settings(kafka, scorer_redis_connection, tmp_path), loader=load)
+    with running(service):
+        assert wait_for(lambda: serving_version(service) == "1.0")
+        assert wait_for(lambda: not walked(left_behind), timeout_s=10.0)
+
+
+def walked(objects: list[list[int]]) -> bool:
+    """Whether any of `objects` is among those the cycle collector walks (not frozen)."""
+    tracked = {id(o) for o in gc.get_objects()}
+    return any(id(o) in tracked for o in objects)
 
 
 def kpi(version: str, responses_: int, hit_rate: float) -> KpiReport:
