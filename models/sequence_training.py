@@ -311,7 +311,7 @@ class SessionTrainer:
             elapsed = time.perf_counter() - start
             out_of_time = elapsed > cfg.time_budget_s
             if out_of_time:
-                log.warning("time budget reached epoch=%d elapsed_s=%.1f", epoch, elapsed)
+                log.info("time budget reached epoch=%d elapsed_s=%.1f", epoch, elapsed)
             if validation is not None and (epoch % cfg.eval_every == 0 or out_of_time):
                 ndcg = self.evaluate(validation)["ndcg@10"]
                 log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)

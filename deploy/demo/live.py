@@ -53,8 +53,9 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
 
 def run_demo(settings: DemoSettings, screens: Path | None = None) -> Path:
     console = Console()
+    # RichHandler prints the time, level and source itself: the record needs only its message.
     logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console)],
-                        force=True)
+                        format="%(message)s", force=True)
     previous = signal.signal(signal.SIGTERM, _terminate)
     saver = ScreenSaver(screens)
     last: list[RunState] = []
