@@ -45,10 +45,12 @@ def _traffic(state: RunState) -> Table:
     table.add_row("trained online", _fmt(last.trained if last else None, digits=0))
     table.add_row("requests / answered",
                   f"{stats.requests:,} / {stats.answered:,}" if stats else "—")
+    answered = state.timeline.newest_answered()
     table.add_row("latency p50 / p99",
-                  f"{_fmt(last.latency_p50_ms if last else None, ' ms')} / "
-                  f"{_fmt(last.latency_p99_ms if last else None, ' ms')}")
-    table.add_row("feature freshness p50", _fmt(last.freshness_p50_ms if last else None, " ms"))
+                  f"{_fmt(answered.latency_p50_ms if answered else None, ' ms')} / "
+                  f"{_fmt(answered.latency_p99_ms if answered else None, ' ms')}")
+    table.add_row("feature freshness p50",
+                  _fmt(answered.freshness_p50_ms if answered else None, " ms"))
     return table
 
 

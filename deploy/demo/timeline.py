@@ -68,6 +68,11 @@ class Timeline:
         self.samples.append(sample)
         return sample
 
+    def newest_answered(self) -> Sample | None:
+        """The newest sample whose window had answers: after the live phase (no requests while
+        the KPI windows close) the dashboard keeps showing the last latencies measured."""
+        return next((s for s in reversed(self.samples) if s.latency_p50_ms is not None), None)
+
     def as_dicts(self) -> list[dict[str, object]]:
         return [asdict(s) for s in self.samples]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from deploy.demo.phases import Marks, first_retrain, hit_rate_series, phases
 from deploy.demo.svg import line_chart
-from deploy.demo.traffic import ItemRemap
+from deploy.demo.timeline import Timeline
+from deploy.demo.traffic import ItemRemap, TrafficStats
 from online_trainer.ranker_training import RANKER_MODEL_NAME
 from schemas import KpiReport, ModelUpdate
 
@@ -58,3 +59,15 @@ def test_series_sums_versions_per_window_and_charts_render() -> None:
     svg = line_chart("t", {"a": [(0.0, 1.0), (1.0, 2.0)]}, [(0.5, "drift <x>")])
     assert svg.startswith("<svg") and "drift &lt;x&gt;" in svg
     assert "no data" in line_chart("empty", {"a": []})
+
+
+def test_the_dashboard_keeps_the_last_latencies_once_requests_stop() -> None:
+    timeline, stats = Timeline(), TrafficStats()
+    assert timeline.newest_answered() is None
+    stats.answered, stats.latencies_ms = 3, [10.0, 12.0, 30.0]
+    timeline.add(1.0, stats, {}, alerts=0, versions=1)
+    timeline.add(2.0, stats, {}, alerts=0, versions=1)  # the closing phase: no new answers
+    assert timeline.samples[-1].latency_p50_ms is None
+    answered = timeline.newest_answered()
+    assert answered is not None and answered.t == 1.0
+    assert answered.latency_p50_ms == 12.0
