@@ -80,6 +80,7 @@ logger = logging.getLogger(__name__)
 
 Loader = Callable[[ModelUpdate], ModelBundle]
 """Loads the model version an update names."""
+
 SERVICE = "scorer"
 R = TypeVar("R", bound=BaseModel)
 
