@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
 log = logging.getLogger(__name__)
+
+_TRACING = threading.Lock()
 
 
 def default_device() -> torch.device:
@@ -148,7 +151,9 @@ def traced_inference(
     """
     module = module.eval()
     try:
-        with warnings.catch_warnings(), torch.no_grad():
+        # catch_warnings swaps the process's filters: two threads tracing at once would restore
+        # each other's and let the notices through.
+        with _TRACING, warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the deprecation notice, and tracer hints
             traced = torch.jit.trace(  # type: ignore[no-untyped-call]
                 module, examples[0], check_trace=False
