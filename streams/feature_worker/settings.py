@@ -27,7 +27,7 @@ class StreamSettings(ServiceSettings):
     )
     batch_max_events: int = Field(
         2000, ge=1, le=20_000, description="Records per batch: one Kafka consume, one Redis "
-        "round trip, one offset store.",
+        "pipeline, one offset store.",
     )
     call_events: int = Field(
         100, ge=1, le=20_000, description="Most events per Redis script call (of its entities "
@@ -39,6 +39,13 @@ class StreamSettings(ServiceSettings):
         8, ge=1, le=1000, description="Most entities (their folded updates) per Redis script "
         "call. Each call has a fixed cost (entering the script, unpacking its updates) that "
         "its entities share; the default keeps a call near half a millisecond.",
+    )
+    in_flight_calls: int = Field(
+        8, ge=1, le=100_000, description="Most script calls the worker leaves unanswered on a "
+        "single Redis. Redis runs what one client has queued a read (16 KB) at a time, so the "
+        "more calls queued, the longer other clients (the scorer's reads) wait behind them; a "
+        "few keep Redis busy while the worker writes more. (On a cluster, redis-py's pipeline "
+        "sends each master its share at once.)",
     )
     durable_after_s: float = Field(
         2.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "

@@ -90,7 +90,8 @@ class FeatureWorker:
         self._loop = asyncio.new_event_loop()
         producer = EventProducer(settings.kafka)
         writer = FeatureWriter(
-            FeatureWriter.connect(settings.redis), settings.redis.key_prefix,
+            FeatureWriter.connect(settings.redis, settings.in_flight_calls),
+            settings.redis.key_prefix,
             settings.key_ttls(), settings.call_events, call_entities=settings.call_entities,
             popularity_bucket_s=settings.popularity_bucket_s,
         )

@@ -32,7 +32,7 @@ from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
 from streams.redis.resp import Arg
-from streams.redis.script_connection import ScriptConnection
+from streams.redis.script_connection import DEFAULT_IN_FLIGHT, ScriptConnection
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,9 @@ class FeatureWriter:
 
     A batch becomes one update per entity (its events folded in Python, order kept, see
     fold.py), packed into script calls of at most `call_entities` updates and `call_events`
-    events in all, each call's entities in one hash slot, all sent in one pipeline: one round
-    trip per batch, and no call holds Redis (and the scorer's reads) for long."""
+    events in all, each call's entities in one hash slot, all sent in one pipeline with a few
+    calls unanswered at a time: neither one call nor the calls queued behind it hold Redis
+    (and the scorer's reads) for long."""
 
     def __init__(
         self,
@@ -122,15 +123,16 @@ class FeatureWriter:
         self._popularity_bucket_s = popularity_bucket_s
 
     @staticmethod
-    def connect(connection: RedisConnection) -> ScriptPipeline:
+    def connect(connection: RedisConnection, in_flight: int = DEFAULT_IN_FLIGHT) -> ScriptPipeline:
         """A lean asyncio connection with the connection's user and timeout (never blocks the
-        loop; see streams/redis/script_connection.py), or on a cluster redis-py's cluster
-        pipeline, which routes each call to its slot's master."""
+        loop; see streams/redis/script_connection.py) that leaves at most `in_flight` calls
+        unanswered, or on a cluster redis-py's cluster pipeline, which routes each call to its
+        slot's master."""
         if connection.cluster:
             client = connection.async_client()
             assert isinstance(client, aioredis.RedisCluster)
             return ClusterScripts(client)
-        return ScriptConnection(connection)
+        return ScriptConnection(connection, in_flight)
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:

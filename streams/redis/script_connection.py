@@ -30,6 +30,11 @@ from streams.redis.resp import Arg, pack, reply_error
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_IN_FLIGHT = 8
+"""Calls a pipeline lets Redis hold unanswered. Redis runs what one client has queued a read
+(16 KB) at a time, so a batch written whole keeps other clients (the scorer's reads) waiting
+behind milliseconds of merges; a few calls queued keep Redis busy while the worker writes more."""
+
 
 class _Replies(asyncio.Protocol):
     """Hands each parsed reply to the oldest waiting call (Redis answers in order)."""
@@ -80,9 +85,12 @@ class _Replies(asyncio.Protocol):
 class ScriptConnection:
     """One TCP connection, opened on first use and after any failure. Calls may overlap (replies
     are matched to calls in order, and one connection is opened at a time); the worker sends one
-    pipeline at a time."""
+    pipeline at a time, with at most `in_flight` of its calls unanswered."""
 
-    def __init__(self, connection: RedisConnection) -> None:
+    def __init__(self, connection: RedisConnection, in_flight: int = DEFAULT_IN_FLIGHT) -> None:
+        if in_flight < 1:
+            raise ValueError("in_flight must be at least 1")
+        self._in_flight = in_flight
         self._address = (connection.host, connection.port)
         self._username = connection.username
         self._password = connection.resolved_password()
@@ -111,40 +119,58 @@ class ScriptConnection:
     async def pipeline(self, slices: Iterable[Sequence[Sequence[Arg]]]) -> list[Any]:
         """Every command's reply, an error reply as its exception (not raised). Each slice of
         commands is written as soon as the iterable yields it, so Redis runs the first while
-        the caller builds the next.
+        the caller builds the next, in writes of half the `in_flight` bound, each once the
+        calls unanswered leave it room.
 
         Redis answers in order, so the last reply arriving means all have; a lost connection or
         a missing reply raises (as `execute` does) and the caller re-sends the lot."""
         replies = await self._connected()
-        loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Any]] = []
+        step = max(1, self._in_flight // 2)
         for commands in slices:
-            if not commands:
-                continue
-            transport = replies.transport
-            if transport is None:
-                raise exceptions.ConnectionError("redis script connection closed")
-            data = pack(commands)
-            sent = [loop.create_future() for _ in commands]
-            replies.waiting.extend(sent)
-            futures += sent
-            try:
-                transport.write(data)
-            except Exception as error:
-                replies.fail(exceptions.ConnectionError(f"redis script connection: {error!r}"))
-                raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
-            await asyncio.sleep(0)  # the loop flushes what the socket did not take at once
-        if not futures:
-            return []
-        last = futures[-1]
-        expiry = loop.call_later(self._timeout_s, self._expire, replies, last)
+            for start in range(0, len(commands), step):
+                part = commands[start : start + step]
+                await self._answered(replies, futures, len(futures) + len(part) - self._in_flight)
+                futures += self._write(replies, part)
+                await asyncio.sleep(0)  # the loop flushes what the socket did not take at once
+        await self._answered(replies, futures, len(futures))
+        return [f.exception() or f.result() for f in futures]
+
+    def _write(
+        self, replies: _Replies, commands: Sequence[Sequence[Arg]]
+    ) -> list[asyncio.Future[Any]]:
+        transport = replies.transport
+        if transport is None:
+            raise exceptions.ConnectionError("redis script connection closed")
+        data = pack(commands)
+        loop = asyncio.get_running_loop()
+        sent = [loop.create_future() for _ in commands]
+        replies.waiting.extend(sent)
         try:
-            await asyncio.wait([last])
-        finally:
-            expiry.cancel()
+            transport.write(data)
+        except Exception as error:
+            replies.fail(exceptions.ConnectionError(f"redis script connection: {error!r}"))
+            raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
+        return sent
+
+    async def _answered(
+        self, replies: _Replies, futures: list[asyncio.Future[Any]], count: int
+    ) -> None:
+        """Waits, within the socket timeout, until the first `count` calls of `futures` are
+        answered (in order, so until the last of them is); a lost connection raises."""
+        if count <= 0:
+            return
+        last = futures[count - 1]
+        if not last.done():
+            expiry = asyncio.get_running_loop().call_later(
+                self._timeout_s, self._expire, replies, last
+            )
+            try:
+                await asyncio.wait([last])
+            finally:
+                expiry.cancel()
         if isinstance(last.exception(), exceptions.ConnectionError | exceptions.TimeoutError):
             raise last.exception()  # type: ignore[misc]
-        return [f.exception() or f.result() for f in futures]
 
     async def execute(self, *command: Arg) -> Any:
         """One command's reply; a connection found closed is reopened first."""

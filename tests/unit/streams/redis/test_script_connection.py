@@ -57,9 +57,9 @@ async def _server(answer: Answer) -> tuple[asyncio.Server, int]:
     return await _Server(answer).start()
 
 
-def _connection(port: int, timeout_s: float = 5.0) -> ScriptConnection:
+def _connection(port: int, timeout_s: float = 5.0, in_flight: int = 8) -> ScriptConnection:
     return ScriptConnection(
-        RedisConnection(port=port, password="pw", socket_timeout_s=timeout_s)
+        RedisConnection(port=port, password="pw", socket_timeout_s=timeout_s), in_flight
     )
 
 
@@ -235,3 +235,33 @@ def test_a_refused_connection_is_a_connection_error() -> None:
             await _connection(port).evalsha("abc", 0)
 
     asyncio.run(run())
+
+
+def test_a_pipeline_leaves_at_most_in_flight_calls_unanswered_and_keeps_them_coming() -> None:
+    unanswered: list[int] = [0]
+    peaks: list[int] = []
+
+    def answer(command: list[bytes]) -> object:
+        if command[0] == b"AUTH":
+            return b"+OK\r\n"
+        unanswered[0] += 1
+        peaks.append(unanswered[0])
+
+        def answered() -> None:
+            unanswered[0] -= 1
+
+        asyncio.get_running_loop().call_later(0.004, answered)  # as the reply goes out
+        return 0.004, b":%s\r\n" % command[-1]
+
+    async def run() -> list[object]:
+        server, port = await _Server(answer).start()
+        async with server:
+            client = _connection(port, in_flight=4)
+            replies = await client.pipeline(
+                [[("EVALSHA", "abc", 0, n) for n in range(10)], [("EVALSHA", "abc", 0, 10)]]
+            )
+            await client.aclose()
+            return replies
+
+    assert asyncio.run(run()) == list(range(11))
+    assert max(peaks) == 4
