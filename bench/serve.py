@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import redis
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -199,14 +200,23 @@ def _cpu_now(processes: dict[str, int]) -> dict[str, float]:
     return now
 
 
+def _aof_rewrites(admin: redis.Redis) -> int:
+    """AOF rewrites Redis has run since it started."""
+    return int(admin.info("persistence")["aof_rewrites"])
+
+
 def _measure(
     kafka: KafkaConnection,
     tracker: Tracker,
     rate: float,
     seconds: float,
-    processes: dict[str, int],
+    watched: tuple[dict[str, int], redis.Redis],
 ) -> dict[str, Any]:
-    """Latency at `rate`, and the cores each process of `processes` (scorer included) used."""
+    """Latency at `rate`, the cores each watched process (scorer included) used, and the AOF
+    rewrites Redis ran meanwhile: the bench's own writes grow the AOF by a few hundred MB a
+    run, and past `auto-aof-rewrite-min-size` Redis forks a rewrite beside the measurement."""
+    processes, admin = watched
+    rewrites_before = _aof_rewrites(admin)
     cpu_before, wall_before = _cpu_now(processes), time.perf_counter()
     ids = _offer(kafka, tracker, rate, WARMUP_S + seconds)
     measured = ids[int(rate * WARMUP_S) :]
@@ -232,6 +242,7 @@ def _measure(
         "scorer_cpu_ms_per_request": round(cpu_ms, 3),
         "cpu_cores": {name: round(cpu_s / wall, 2) for name, cpu_s in used.items()},
         "load_average_1m": round(os.getloadavg()[0], 2),
+        "redis_aof_rewrites": _aof_rewrites(admin) - rewrites_before,
     }
 
 
@@ -312,7 +323,7 @@ def run(
     then with the ingest side (feature worker, event generator) at `ingest_nice`
     (`by_rate_ingest_niced`), as STREAMREC_CPU_NICE would deploy it on a shared host."""
     # The bench's own clients log in as admin; the scorer and worker it starts as their own.
-    local = LocalStackSettings()  # the local stack's broker, as _cleanup's Redis
+    local = LocalStackSettings()  # the local stack's broker and Redis
     kafka = KafkaConnection(
         bootstrap_servers=f"{local.host}:{local.kafka_port}",
         topic_prefix=f"bench.serve.{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN,
@@ -324,6 +335,9 @@ def run(
     log = workdir / "children.log"
     stop_ingest = multiprocessing.get_context("spawn").Event()
     children: list[Any] = []
+    from deploy.local.stack import LocalStack
+
+    admin = LocalStack(local).redis.admin_client()
     try:
         _store_model(workdir / "models", catalog_items)
         ranker = _publish_model(kafka, workdir / "models")
@@ -356,11 +370,11 @@ def run(
         ]
         processes = _processes(local, scorer_pids, worker.pid, ingest_pids[1:])
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
-        result = _run_rates(kafka, rates, seconds, worker, (processes, port))
+        result = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
         result["setup"] = _setup(scorers)
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
-            niced = _run_rates(kafka, rates, seconds, worker, (processes, port))
+            niced = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
             result["by_rate_ingest_niced"] = niced["by_rate"]
             result["ingest_niced_achieved_per_s"] = niced["ingest_achieved_per_s"]
             result["ingest_nice"] = ingest_nice
@@ -368,7 +382,8 @@ def run(
         gc.unfreeze()  # frozen objects outlive exit, where triton's bindings report them leaked
         stop_ingest.set()
         _stop(children)
-        _cleanup(kafka, key_prefix)
+        _cleanup(kafka, key_prefix, admin)
+        admin.close()
         shutil.rmtree(workdir, ignore_errors=True)
     result = {
         "catalog_items": catalog_items, "ingest_rate": ingest_rate, "scorers": scorers, **result,
@@ -408,19 +423,23 @@ def _run_rates(
     rates: list[float],
     seconds: float,
     worker: WorkerProcess,
-    watched: tuple[dict[str, int], int],
+    watched: tuple[dict[str, int], int, redis.Redis],
 ) -> dict[str, Any]:
-    """`watched`: the processes whose CPU is measured (the scorers among them), and the
-    first scorer's metrics port (its own batch latency: `scorer_internal_latency_ms`)."""
-    processes, port = watched
+    """`watched`: the processes whose CPU is measured (the scorers among them), the first
+    scorer's metrics port (its own batch latency: `scorer_internal_latency_ms`) and an admin
+    client of Redis."""
+    processes, port, admin = watched
     tracker, stop = Tracker(), threading.Event()
     consumer = _responses_consumer(kafka)
     thread = threading.Thread(target=_consume, args=(consumer, tracker, stop), daemon=True)
     thread.start()
     try:
-        _measure(kafka, tracker, 20.0, 1.0, processes)  # the group joins, caches fill: not measured
+        # The group joins, caches fill: not measured.
+        _measure(kafka, tracker, 20.0, 1.0, (processes, admin))
         applied_before, started = settled(worker.metrics()), time.perf_counter()
-        by_rate = {f"{r:g}": _measure(kafka, tracker, r, seconds, processes) for r in rates}
+        by_rate = {
+            f"{r:g}": _measure(kafka, tracker, r, seconds, (processes, admin)) for r in rates
+        }
         ingested = (settled(worker.metrics()) - applied_before) / (time.perf_counter() - started)
         samples = scrape(port)
     finally:
@@ -464,17 +483,14 @@ def _stop(children: list[Any]) -> None:
             child.join(timeout=10)
 
 
-def _cleanup(kafka: KafkaConnection, key_prefix: str) -> None:
+def _cleanup(kafka: KafkaConnection, key_prefix: str, store: redis.Redis) -> None:
     admin = AdminClient(kafka.client_config())
     topics = [kafka.topic(spec) for spec in CATALOG]
     for future in admin.delete_topics(topics).values():
         with contextlib.suppress(Exception):  # best effort: a leftover bench topic is harmless
             future.result()
-    from deploy.local.stack import LocalStack
-
-    client = LocalStack(LocalStackSettings()).redis.admin_client()
-    for key in client.scan_iter(match=f"{key_prefix}*", count=1000):
-        client.delete(key)
+    for key in store.scan_iter(match=f"{key_prefix}*", count=1000):
+        store.delete(key)
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -495,5 +511,7 @@ def _row(label: str, figures: dict[str, Any]) -> tuple[str, str]:
         label,
         f"{figures['p50_ms']} / {figures['p99_ms']} (achieved {figures['achieved_rps']}/s, "
         f"{figures['responses']}/{figures['requests']} answered, scorer CPU "
-        f"{figures['scorer_cpu_ms_per_request']} ms/request)",
+        f"{figures['scorer_cpu_ms_per_request']} ms/request"
+        + (f", {n} Redis AOF rewrite(s) meanwhile)" if (n := figures["redis_aof_rewrites"])
+           else ")"),
     )
