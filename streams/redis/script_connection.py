@@ -142,7 +142,7 @@ class ScriptConnection:
         transport = replies.transport
         if transport is None:
             raise exceptions.ConnectionError("redis script connection closed")
-        data = pack(commands)
+        data = pack(commands)  # before queuing: a command that cannot be packed is not sent
         loop = asyncio.get_running_loop()
         sent = [loop.create_future() for _ in commands]
         replies.waiting.extend(sent)
@@ -178,19 +178,10 @@ class ScriptConnection:
         return await self._send(replies, command)
 
     async def _send(self, replies: _Replies, command: tuple[Arg, ...]) -> Any:
-        transport = replies.transport
-        if transport is None:
-            raise exceptions.ConnectionError("redis script connection closed")
-        data = pack([command])  # before queuing: a command that cannot be packed is not sent
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        replies.waiting.append(future)
-        try:
-            transport.write(data)
-        except Exception as error:
-            replies.fail(exceptions.ConnectionError(f"redis script connection: {error!r}"))
-            raise exceptions.ConnectionError(f"redis script connection: {error!r}") from error
-        expiry = loop.call_later(self._timeout_s, self._expire, replies, future)
+        (future,) = self._write(replies, [command])
+        expiry = asyncio.get_running_loop().call_later(
+            self._timeout_s, self._expire, replies, future
+        )
         try:
             return await future
         finally:
