@@ -64,6 +64,10 @@
 
 -- (`-- stage:` markers let `streamrec bench script` time the script's parts.)
 -- stage: called
+-- Locals: each use of a global is a table lookup in Lua 5.1, and the merge makes these calls
+-- per field.
+local tonumber, format, unpack, ipairs, pairs = tonumber, string.format, unpack, ipairs, pairs
+local call, max, min = redis.call, math.max, math.min
 local SEQ_LEN = tonumber(ARGV[1])
 local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
 local POP_HOURS = tonumber(ARGV[4])
@@ -73,7 +77,7 @@ local NEWEST = {m = 'mx_m', h = 'mx_h'}
 
 -- The entity being merged (set for each key in turn) and what its update holds.
 local KEY, KIND, WINDOWED
-local v, set, parts, counters, buckets, seq, pop
+local v, set, fields, parts, counters, buckets, seq, pop
 
 local UPDATES = cmsgpack.unpack(ARGV[8])
 local update, at
@@ -92,8 +96,8 @@ local function parse()
 end
 
 -- Explicit formats: Lua and Python format identically, so the oracle matches byte for byte.
-local function int(x) return string.format('%d', x) end
-local function secs(x) return string.format('%.3f', x) end
+local function int(x) return format('%d', x) end
+local function secs(x) return format('%.3f', x) end
 
 local LOADED = {
   u = {'mx_m', 'mx_h', 'last_ts', 'first_ts', 'last_purchase_ts'},
@@ -103,10 +107,10 @@ local LOADED = {
   p = {'mx_h'},
 }
 local function fields_to_load()
-  local names = {}
-  for _, f in ipairs(LOADED[KIND]) do names[#names + 1] = f end
-  for _, part in ipairs(parts) do names[#names + 1] = part[1] end
-  for i = 1, #counters, 2 do names[#names + 1] = counters[i] end
+  local names = {unpack(LOADED[KIND])}
+  local n = #names
+  for i = 1, #parts do n = n + 1; names[n] = parts[i][1] end
+  for i = 1, #counters, 2 do n = n + 1; names[n] = counters[i] end
   return names
 end
 
@@ -129,7 +133,18 @@ local function novelty()
   return 0
 end
 
-local function put(f, value) v[f] = value; set[f] = value end
+-- `set` maps each field written to its value's place in `fields`, the HSET's arguments.
+local function put(f, value)
+  v[f] = value
+  local at = set[f]
+  if at then
+    fields[at] = value
+  else
+    at = #fields + 2
+    fields[at - 1], fields[at] = f, value
+    set[f] = at
+  end
+end
 -- Counters are written with the entity's HSET (the script is atomic, so read + add is an
 -- increment): their fields were loaded with the HMGET.
 local function add(f, n) put(f, int((tonumber(v[f]) or 0) + n)) end
@@ -150,13 +165,13 @@ local function merge_user()
   local before = tonumber(v.last_ts)
   local earlier = tonumber(earlier_s)
   if earlier and (not before or earlier > before) then before = earlier end
-  if before then put('prev_gap', secs(math.max(0, tonumber(newest_s) - before))) end
+  if before then put('prev_gap', secs(max(0, tonumber(newest_s) - before))) end
   extremes(max_s, min_s)
   if purchase_s ~= '' then
     local purchased = tonumber(v.last_purchase_ts)
     if not purchased or tonumber(purchase_s) > purchased then put('last_purchase_ts', purchase_s) end
   end
-  put('lag_ms', int(math.max(0, SENT_MS - entered)))
+  put('lag_ms', int(max(0, SENT_MS - entered)))
   seq = arg()
 end
 
@@ -167,7 +182,7 @@ local function merge_session()
     local ts = tonumber(ts_s)
     local last = tonumber(v.last_ts)
     if last then
-      local gap = math.max(0, ts - last)
+      local gap = max(0, ts - last)
       local widest = tonumber(v.gap_max) or 0
       if gap > widest then widest = gap end
       put('last_gap', secs(gap))
@@ -224,21 +239,21 @@ end
 local function prune_buckets(fkey, old, newest, kept)
   local floor = newest - kept
   if floor >= old then
-    redis.call('DEL', fkey)
+    call('DEL', fkey)
     return
   end
   local from = old - kept + 1
   if floor < from then return end
   local stale = {}
-  if floor - from >= 2 and redis.call('HLEN', fkey) <= floor - from then
-    for _, b in ipairs(redis.call('HKEYS', fkey)) do
+  if floor - from >= 2 and call('HLEN', fkey) <= floor - from then
+    for _, b in ipairs(call('HKEYS', fkey)) do
       if tonumber(b) <= floor then stale[#stale + 1] = b end
     end
     if #stale == 0 then return end
   else
     for b = from, floor do stale[#stale + 1] = int(b) end
   end
-  redis.call('HDEL', fkey, unpack(stale))
+  call('HDEL', fkey, unpack(stale))
 end
 
 -- Buckets are pruned and counted against the update's final newest bucket: an event older than
@@ -256,11 +271,11 @@ local function write_buckets(family)
   if old and newest > old then prune_buckets(fkey, old, newest, kept) end
   for i = 1, #counts, 2 do
     local b = counts[i]
-    if b > newest - kept then redis.call('HINCRBY', fkey, int(b), counts[i + 1]) end
+    if b > newest - kept then call('HINCRBY', fkey, int(b), counts[i + 1]) end
   end
   -- The newest bucket is always among those written, so the hash exists here.
-  if TTL[KIND] then redis.call('EXPIRE', fkey, TTL[KIND]) end
-  if newest ~= old then set[NEWEST[family]] = int(newest) end
+  if TTL[KIND] then call('EXPIRE', fkey, TTL[KIND]) end
+  if newest ~= old then put(NEWEST[family], int(newest)) end
 end
 
 local function write_popularity(newest_in_update)
@@ -269,33 +284,31 @@ local function write_popularity(newest_in_update)
   if old and old > newest then newest = old end
   if old and newest > old then
     local stale = {}
-    for h = old - POP_HOURS + 1, math.min(old, newest - POP_HOURS) do
+    for h = old - POP_HOURS + 1, min(old, newest - POP_HOURS) do
       stale[#stale + 1] = KEY .. ':h' .. int(h)
     end
-    if #stale > 0 then redis.call('DEL', unpack(stale)) end
+    if #stale > 0 then call('DEL', unpack(stale)) end
   end
   for h, items in pairs(pop) do
     if h > newest - POP_HOURS then
       local zkey = KEY .. ':h' .. int(h)
-      for item, n in pairs(items) do redis.call('ZINCRBY', zkey, n, item) end
+      for item, n in pairs(items) do call('ZINCRBY', zkey, n, item) end
     end
   end
-  if newest ~= old then set.mx_h = int(newest) end
+  if newest ~= old then put('mx_h', int(newest)) end
 end
 
 local function write()
   local ttl = TTL[KIND]
-  local fields = {}
-  for f, value in pairs(set) do fields[#fields + 1] = f; fields[#fields + 1] = value end
-  redis.call('HSET', KEY, unpack(fields))
-  if ttl then redis.call('EXPIRE', KEY, ttl) end
+  call('HSET', KEY, unpack(fields))
+  if ttl then call('EXPIRE', KEY, ttl) end
   if seq and #seq > 0 then
     -- Pushed oldest first, so the list reads newest first; only the newest SEQ_LEN matter
     -- (LPUSH answers the new length: a list not yet full, most sessions', needs no LTRIM).
     local seq_key = KEY .. ':seq'
-    local n = redis.call('LPUSH', seq_key, unpack(seq))
-    if n > SEQ_LEN then redis.call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
-    if ttl then redis.call('EXPIRE', seq_key, ttl) end
+    local n = call('LPUSH', seq_key, unpack(seq))
+    if n > SEQ_LEN then call('LTRIM', seq_key, 0, SEQ_LEN - 1) end
+    if ttl then call('EXPIRE', seq_key, ttl) end
   end
 end
 
@@ -305,7 +318,7 @@ local function merge_entity()
   -- stage: parsed
   local names = fields_to_load()
   -- stage: defined
-  local got = redis.call('HMGET', KEY, unpack(names))
+  local got = call('HMGET', KEY, unpack(names))
   for i, f in ipairs(names) do v[f] = got[i] end
   local novel = novelty()
   if novel ~= 0 then return novel end
@@ -335,7 +348,7 @@ for e = 1, #KEYS do
   KEY, update = KEYS[e], UPDATES[e]
   KIND = update[1]
   WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
-  v, set, seq, pop = {}, {}, nil, {}
+  v, set, fields, seq, pop = {}, {}, {}, nil, KIND == 'p' and {} or nil
   replies[e] = merge_entity()
 end
 return replies
