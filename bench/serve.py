@@ -13,7 +13,10 @@ This process only offers requests open-loop at each rate (streams.pacing.Pacer: 
 omission) and timestamps each response as it is consumed: latency = produce -> consume, in one
 clock. The first `warmup_s` of each rate are discarded. Per rate it also records the cores each
 process used (`cpu_cores`: each scorer, feature worker, event generator, this process, and the
-broker and Redis where streamrec started them), which says what a latency figure is short of.
+broker and Redis where streamrec started them), which says what a latency figure is short of;
+and Redis's time in the feature worker's script calls per ingested event
+(`redis_script_us_per_ingested_event`): live traffic arrives in small batches, so an entity's
+events fold together far less than in `bench ingest`'s backlog.
 """
 
 from __future__ import annotations
@@ -203,6 +206,11 @@ def _cpu_now(processes: dict[str, int]) -> dict[str, float]:
 def _aof_rewrites(admin: redis.Redis) -> int:
     """AOF rewrites Redis has run since it started."""
     return int(admin.info("persistence")["aof_rewrites"])
+
+
+def _script_usec(admin: redis.Redis) -> float:
+    """Redis's time in script calls (the feature worker's merges) since its stats were reset."""
+    return float(admin.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
 
 
 def _measure(
@@ -437,10 +445,13 @@ def _run_rates(
         # The group joins, caches fill: not measured.
         _measure(kafka, tracker, 20.0, 1.0, (processes, admin))
         applied_before, started = settled(worker.metrics()), time.perf_counter()
+        script_before = _script_usec(admin)
         by_rate = {
             f"{r:g}": _measure(kafka, tracker, r, seconds, (processes, admin)) for r in rates
         }
-        ingested = (settled(worker.metrics()) - applied_before) / (time.perf_counter() - started)
+        applied = settled(worker.metrics()) - applied_before
+        ingested = applied / (time.perf_counter() - started)
+        script_us = (_script_usec(admin) - script_before) / max(applied, 1)
         samples = scrape(port)
     finally:
         stop.set()
@@ -450,6 +461,7 @@ def _run_rates(
         "by_rate": by_rate,
         "ingest_achieved_per_s": round(ingested, 1),
         "ingest_events_per_s": round(ingested, 1),
+        "redis_script_us_per_ingested_event": round(script_us, 1),
         "scorer_internal_latency_ms": {
             "p50": round(histogram_quantile(samples, LATENCY_METRIC, 0.5) * 1000, 2),
             "p99": round(histogram_quantile(samples, LATENCY_METRIC, 0.99) * 1000, 2),
@@ -496,7 +508,9 @@ def _cleanup(kafka: KafkaConnection, key_prefix: str, store: redis.Redis) -> Non
 def _print(result: dict[str, Any]) -> None:
     rows = [("catalog items", f"{result['catalog_items']:,}"),
             ("ingest offered / achieved", f"{result['ingest_rate']:g} / "
-             f"{result['ingest_achieved_per_s']:g} events/s")]
+             f"{result['ingest_achieved_per_s']:g} events/s"),
+            ("redis script us per ingested event",
+             f"{result['redis_script_us_per_ingested_event']:g}")]
     for rate, figures in result["by_rate"].items():
         rows.append(_row(f"@{rate} req/s p50 / p99 ms", figures))
         cores = ", ".join(f"{name} {n:.2f}" for name, n in figures["cpu_cores"].items())
