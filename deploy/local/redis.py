@@ -61,10 +61,11 @@ def server_config(
         # in the same AOF, so a replay from Kafka repairs exactly that.
         "appendonly yes",
         "appendfsync everysec",
-        # An AOF rewrite forks a child that re-writes the whole dataset: seconds of a core on a
-        # 2-core host, during which every reader (the scorer) stalls. The script's effects make
-        # the AOF grow ~1 MB/s at 1,000 events/s, so the default 64 MB threshold rewrote every
-        # minute; at 512 MB it is every ~10 minutes.
+        # An AOF rewrite forks a child that re-writes the whole dataset, a core's work while it
+        # runs, and on a 2-core host the scorer's request tail shows each one. The script's
+        # effects make the AOF grow ~1.7 KB per event of live traffic, so the default 64 MB
+        # threshold rewrote every ~40 s at 1,000 events/s; at 512 MB it is every ~5 minutes
+        # (every minute at 5,000 events/s: docs/operations.md says when to raise it).
         "auto-aof-rewrite-min-size 512mb",
         'save ""',
         f"maxmemory {settings.redis_maxmemory_mb}mb",
