@@ -368,6 +368,7 @@ def run(
         # The worker inherits this process's environment, so it runs with these settings too.
         "call_events": settings.call_events,
         "call_entities": settings.call_entities,
+        "batch_within_s": settings.batch_within_s,
         "partitions": INTERACTIONS.partitions,
         "compression": "none",
         "worker": "confluent-kafka batches, one pipelined round trip per batch",

@@ -58,6 +58,7 @@ from schemas.topics import (
     REC_RESPONSES,
 )
 from schemas.wire import decode
+from streams.feature_worker.settings import StreamSettings
 from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
@@ -380,6 +381,8 @@ def run(
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
         result = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
         result["setup"] = _setup(scorers)
+        # The worker inherits this process's environment: the window it batches events in.
+        result["feature_worker_batch_within_s"] = StreamSettings().batch_within_s
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
             niced = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))

@@ -54,7 +54,10 @@ class StreamSettings(ServiceSettings):
         "of Redis. 0 for a Redis with `appendfsync always` (durable when acknowledged).",
     )
     batch_within_s: float = Field(
-        0.02, gt=0, le=10, description="Longest wait to fill a batch; bounds added latency."
+        0.05, gt=0, le=10, description="Longest wait to fill a batch (a consume returns when "
+        "`batch_max_events` records arrived or this passed): it adds up to this much to the "
+        "features' freshness. Longer batches fold more events into each entity's update "
+        "(categories, popularity shards, popular items), so Redis works less per event.",
     )
     fetch_max_wait_ms: int = Field(
         20, ge=1, le=1500, description="How long the broker may hold a fetch to gather "

@@ -3,8 +3,8 @@
 Run with `streamrec stream`; every setting comes from STREAMREC_* variables
 (streams/feature_worker/settings.py). Workers sharing `group_id` split the partitions.
 
-Each turn consumes up to `batch_max_events` records with confluent-kafka (waiting at most
-`batch_within_s` for the first), validates and applies them (pipeline.py: one pipelined Redis
+Each turn consumes up to `batch_max_events` records with confluent-kafka (waiting up to
+`batch_within_s` to fill the batch), validates and applies them (pipeline.py: one pipelined Redis
 round trip of per-entity script calls, dead letters flushed), and only then stores the batch's
 next offsets; librdkafka commits stored offsets every second, before partitions are revoked and
 on close. The cost per record is a decode and a line of text; everything else is per batch.
