@@ -81,13 +81,15 @@ class StreamSettings(ServiceSettings):
     user_ttl_s: int = Field(
         DEFAULT_USER_TTL_S, ge=60, le=400 * 86_400, description="A user's feature keys "
         "(`u:{id}`, its buckets and sequence) expire this long after the user's last applied "
-        "event; every write resets it, so only users idle this long are dropped (they come back "
-        "as new users). Bounds Redis memory by the users active within it.",
+        "event (from 99% of it: a write re-sets the expiry once 1% of it has passed), so only "
+        "users idle this long are dropped (they come back as new users). Bounds Redis memory by "
+        "the users active within it.",
     )
     session_ttl_s: int = Field(
         DEFAULT_SESSION_TTL_S, ge=60, le=400 * 86_400, description="A session's keys "
-        "(`s:{id}`, its sequence) expire this long after its last applied event; every write "
-        "resets it. A session idle that long is over: a request naming it again starts afresh.",
+        "(`s:{id}`, its sequence) expire this long after its last applied event (from 99% of "
+        "it, as users'). A session idle that long is over: a request naming it again starts "
+        "afresh.",
     )
     popularity_bucket_s: int = Field(
         POPULARITY_BUCKET_S, ge=10, le=86_400, description="Width of the buckets the recent "

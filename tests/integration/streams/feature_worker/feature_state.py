@@ -14,10 +14,11 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-WALL_CLOCK_FIELDS = frozenset({"lag_ms"})
-"""A user's `lag_ms` is Redis TIME minus the newest event's entry time: wall-clock, the one field
-the events do not determine, so neither the oracle nor a second run can reproduce it. It is left
-out of the state compared, and only that field."""
+WALL_CLOCK_FIELDS = frozenset({"lag_ms", "ttl_from_ms"})
+"""A user's `lag_ms` (the writer's clock minus the newest event's entry time) and a user's or
+session's `ttl_from_ms` (the writer's clock when its expiry time was set): wall-clock, the only
+fields the events do not determine, so neither the oracle nor a second run can reproduce them.
+They are left out of the state compared, and only they."""
 
 
 def read_state(client: redis.Redis, prefix: str) -> Snapshot:

@@ -142,6 +142,54 @@ def test_a_write_refreshes_the_ttl_so_only_idle_entities_expire(
     assert redis_admin.exists(keys.item(idle.item_id)) == 1
 
 
+def _view(user: str, item: str, timestamp: float) -> InteractionEvent:
+    return InteractionEvent(
+        event_id=f"e-{user}-{timestamp}", user_id=user, session_id=f"{user}-s", item_id=item,
+        event_type=EventType.VIEW, timestamp=timestamp,
+    )
+
+
+def test_writes_within_a_hundredth_of_the_ttl_keep_one_expiry_time_for_all_of_a_users_keys(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    keys = FeatureKeys(redis_connection.key_prefix)
+    now = time.time()
+    first = [PositionedEvent(0, 0, _view("u1", "i1", now - 7200))]
+    apply_in_batches(redis_connection, first)
+    user, minutes = keys.user("u1"), keys.user("u1") + ":m"
+    expires = redis_admin.pexpiretime(user)
+    assert expires > 0 and redis_admin.pexpiretime(minutes) == expires
+    time.sleep(0.05)
+    # Two hours later in event time: the minute window moved past every bucket, so its hash is
+    # deleted and created again by this write, which does not re-set the expiry time.
+    later = [PositionedEvent(0, 1, _view("u1", "i2", now))]
+    assert apply_in_batches(redis_connection, later) == ApplyOutcome(applied=1, skipped=0)
+    assert redis_admin.hget(minutes, str(int(now // 60))) == b"1"
+    assert redis_admin.hlen(minutes) == 1
+    assert redis_admin.pexpiretime(user) == expires
+    assert redis_admin.pexpiretime(minutes) == expires
+    assert redis_admin.pexpiretime(keys.user_sequence("u1")) == expires
+
+
+def test_a_write_past_a_hundredth_of_the_ttl_sets_a_later_expiry_time_on_every_key(
+    redis_connection: RedisConnection, redis_admin: redis.Redis
+) -> None:
+    ttls = KeyTtls(user_s=60, session_s=60)
+    keys = FeatureKeys(redis_connection.key_prefix)
+    now = time.time()
+    apply_in_batches(redis_connection, [PositionedEvent(0, 0, _view("u1", "i1", now))], ttls=ttls)
+    expires = redis_admin.pexpiretime(keys.user("u1"))
+    time.sleep(0.7)  # past 1% of 60 s
+    later = [PositionedEvent(0, 1, _view("u1", "i2", now + 1))]
+    apply_in_batches(redis_connection, later, ttls=ttls)
+    user_keys = [keys.user("u1"), keys.user_sequence("u1")] + [
+        keys.user("u1") + suffix for suffix in (":m", ":h")
+    ]
+    session_keys = [keys.session("u1-s"), keys.session_sequence("u1-s")]
+    renewed = {redis_admin.pexpiretime(key) for key in user_keys + session_keys}
+    assert len(renewed) == 1 and renewed.pop() >= expires + 600
+
+
 def _month_old_view(user: str) -> InteractionEvent:
     return InteractionEvent(
         event_id=f"e-{user}", user_id=user, session_id=f"{user}-s", item_id="i1",
