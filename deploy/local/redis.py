@@ -63,9 +63,9 @@ def server_config(
         "appendfsync everysec",
         # An AOF rewrite forks a child that re-writes the whole dataset, a core's work while it
         # runs, and on a 2-core host the scorer's request tail shows each one. The script's
-        # effects make the AOF grow ~1.7 KB per event of live traffic, so the default 64 MB
-        # threshold rewrote every ~40 s at 1,000 events/s; at 512 MB it is every ~5 minutes
-        # (every minute at 5,000 events/s: docs/operations.md says when to raise it).
+        # effects make the AOF grow ~1.2 KB per event of live traffic, so the default 64 MB
+        # threshold would rewrite every ~50 s at 1,000 events/s; at 512 MB it is every ~7
+        # minutes (every ~85 s at 5,000 events/s: docs/operations.md says when to raise it).
         "auto-aof-rewrite-min-size 512mb",
         'save ""',
         f"maxmemory {settings.redis_maxmemory_mb}mb",

@@ -62,7 +62,7 @@
 -- TTL_RESET_SHARE of the TTL has passed since it was set, and a key a write creates in between
 -- (a sequence list, a bucket hash a window jump deleted) gets the same time. So an entity
 -- expires between 99% and 100% of its TTL after its last write, and most writes set no
--- expiry: re-setting it on every write took about 8% of Redis's time per live event. The TTL
+-- expiry: re-setting it on every write took about 5% of Redis's time per live event. The TTL
 -- is wall-clock time, not event time, so a replay of old history is not expired on arrival.
 -- Items, categories and popularity keep no TTL: their buckets are bounded by their windows,
 -- and their number by the catalog.
