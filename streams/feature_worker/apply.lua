@@ -40,8 +40,9 @@
 --
 -- Cost: one HMGET, one HSET (counters included), an HINCRBY per distinct bucket, one LPUSH per
 -- sequence (and an LTRIM once it is full), and for users and sessions a PEXPIREAT per key when
--- their expiry time is re-set (see Expiry): per entity and batch, whatever its number of events. Per event only a session's times (its gaps depend on
--- the stored last time) and an item's times and categories (its newest category likewise).
+-- their expiry time is re-set (see Expiry): per entity and batch, whatever its number of
+-- events. Per event only a session's times (its gaps depend on the stored last time) and an
+-- item's times and categories (its newest category likewise).
 --
 -- Order independence across partitions: counters are commutative, last/first times are max/min,
 -- and windowed buckets keep only those within `kept` of the newest bucket seen (see
