@@ -181,7 +181,7 @@ def test_a_write_past_a_hundredth_of_the_ttl_sets_a_later_expiry_time_on_every_k
     expires = redis_admin.pexpiretime(keys.user("u1"))
     time.sleep(0.7)  # past 1% of 60 s
     later = [PositionedEvent(0, 1, _view("u1", "i2", now + 1))]
-    apply_in_batches(redis_connection, later, ttls=ttls)
+    assert apply_in_batches(redis_connection, later, ttls=ttls) == ApplyOutcome(1, 0)
     user_keys = [keys.user("u1"), keys.user_sequence("u1")] + [
         keys.user("u1") + suffix for suffix in (":m", ":h")
     ]
@@ -191,10 +191,7 @@ def test_a_write_past_a_hundredth_of_the_ttl_sets_a_later_expiry_time_on_every_k
 
 
 def _month_old_view(user: str) -> InteractionEvent:
-    return InteractionEvent(
-        event_id=f"e-{user}", user_id=user, session_id=f"{user}-s", item_id="i1",
-        event_type=EventType.VIEW, timestamp=time.time() - 30 * 86_400,
-    )
+    return _view(user, "i1", time.time() - 30 * 86_400)
 
 
 def test_a_users_lag_is_from_entering_kafka_to_applied_not_the_events_age(
