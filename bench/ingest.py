@@ -369,6 +369,8 @@ def run(
         "call_events": settings.call_events,
         "call_entities": settings.call_entities,
         "batch_within_s": settings.batch_within_s,
+        "busy_batch_within_s": settings.busy_batch_within_s,
+        "busy_events_per_s": settings.busy_events_per_s,
         "partitions": INTERACTIONS.partitions,
         "compression": "none",
         "worker": "confluent-kafka batches, one pipelined round trip per batch",

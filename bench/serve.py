@@ -319,6 +319,17 @@ def _publish_model(kafka: KafkaConnection, store_root: Path) -> ModelUpdate:
     return ranker
 
 
+def _worker_windows() -> dict[str, float]:
+    """The windows the feature worker batches events in (it inherits this process's
+    environment, so it runs with these settings)."""
+    settings = StreamSettings()
+    return {
+        "feature_worker_batch_within_s": settings.batch_within_s,
+        "feature_worker_busy_batch_within_s": settings.busy_batch_within_s,
+        "feature_worker_busy_events_per_s": settings.busy_events_per_s,
+    }
+
+
 def run(
     json_path: Path,
     catalog_items: int,
@@ -381,8 +392,7 @@ def run(
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
         result = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
         result["setup"] = _setup(scorers)
-        # The worker inherits this process's environment: the window it batches events in.
-        result["feature_worker_batch_within_s"] = StreamSettings().batch_within_s
+        result.update(_worker_windows())
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
             niced = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))

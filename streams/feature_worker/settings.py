@@ -54,10 +54,20 @@ class StreamSettings(ServiceSettings):
         "of Redis. 0 for a Redis with `appendfsync always` (durable when acknowledged).",
     )
     batch_within_s: float = Field(
-        0.05, gt=0, le=10, description="Longest wait to fill a batch (a consume returns when "
-        "`batch_max_events` records arrived or this passed): it adds up to this much to the "
-        "features' freshness. Longer batches fold more events into each entity's update "
-        "(categories, popularity shards, popular items), so Redis works less per event.",
+        0.02, gt=0, le=10, description="Longest wait to fill a batch while the stream is "
+        "quiet (a consume returns when `batch_max_events` records arrived or this passed): it "
+        "adds up to this much to the features' age.",
+    )
+    busy_batch_within_s: float = Field(
+        0.05, gt=0, le=10, description="Longest wait to fill a batch after one that arrived at "
+        "`busy_events_per_s` or faster. A longer batch folds more events into each entity's "
+        "update (categories, popularity shards, popular items), so Redis works less per event "
+        "when it is busiest, for that much more feature age.",
+    )
+    busy_events_per_s: float = Field(
+        2000.0, gt=0, description="Arrival rate (events/s, this worker's partitions) from which "
+        "the stream counts as busy. Below it a batch holds too few events in common to save "
+        "Redis work, and the shorter wait keeps the features fresher.",
     )
     fetch_max_wait_ms: int = Field(
         20, ge=1, le=1500, description="How long the broker may hold a fetch to gather "

@@ -4,10 +4,11 @@ Run with `streamrec stream`; every setting comes from STREAMREC_* variables
 (streams/feature_worker/settings.py). Workers sharing `group_id` split the partitions.
 
 Each turn consumes up to `batch_max_events` records with confluent-kafka (waiting up to
-`batch_within_s` to fill the batch), validates and applies them (pipeline.py: one pipelined Redis
-round trip of per-entity script calls, dead letters flushed), and only then stores the batch's
-next offsets; librdkafka commits stored offsets every second, before partitions are revoked and
-on close. The cost per record is a decode and a line of text; everything else is per batch.
+`batch_within_s` to fill the batch, `busy_batch_within_s` on a busy stream: batch_window.py),
+validates and applies them (pipeline.py: one pipelined Redis round trip of per-entity script
+calls, dead letters flushed), and only then stores the batch's next offsets; librdkafka commits
+stored offsets every second, before partitions are revoked and on close. The cost per record
+is a decode and a line of text; everything else is per batch.
 
 Durable before committed: Redis acknowledges a write after writing it to its AOF (so a crash of
 Redis alone loses nothing acknowledged), and fsyncs the AOF once a second (`appendfsync
@@ -32,6 +33,7 @@ from types import FrameType
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from schemas.topics import INTERACTIONS
+from streams.feature_worker.batch_window import next_batch_wait
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.feature_worker.settings import StreamSettings
@@ -135,11 +137,12 @@ class FeatureWorker:
         settings = self._settings
         gc.collect()
         gc.freeze()  # start-up objects never need scanning again: cheaper collections
+        wait_s = settings.batch_within_s
         try:
             while not self._stopping:
-                messages = self._consumer.poll_batch(
-                    settings.batch_max_events, settings.batch_within_s
-                )
+                started = time.monotonic()
+                messages = self._consumer.poll_batch(settings.batch_max_events, wait_s)
+                wait_s = next_batch_wait(settings, len(messages), time.monotonic() - started)
                 if messages:
                     self._process(messages)
                 self._store_durable(time.monotonic() - settings.durable_after_s)

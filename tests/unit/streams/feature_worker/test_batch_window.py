@@ -1,0 +1,30 @@
+from streams.feature_worker.batch_window import next_batch_wait
+from streams.feature_worker.settings import StreamSettings
+
+SETTINGS = StreamSettings(
+    batch_within_s=0.02, busy_batch_within_s=0.05, busy_events_per_s=2000.0
+)
+
+
+def test_a_quiet_stream_keeps_the_short_wait() -> None:
+    # 80 events/s: two records in a 20 ms window.
+    assert next_batch_wait(SETTINGS, 2, 0.02) == 0.02
+
+
+def test_a_stream_at_the_busy_rate_gets_the_long_wait() -> None:
+    # 5,000 events/s: 100 records in 20 ms, 250 in 50 ms.
+    assert next_batch_wait(SETTINGS, 100, 0.02) == 0.05
+    assert next_batch_wait(SETTINGS, 250, 0.05) == 0.05
+
+
+def test_the_long_wait_ends_when_the_rate_falls_below_the_busy_rate() -> None:
+    # 1,000 events/s through a 50 ms window.
+    assert next_batch_wait(SETTINGS, 50, 0.05) == 0.02
+
+
+def test_a_backlog_returned_at_once_counts_as_busy() -> None:
+    assert next_batch_wait(SETTINGS, 2000, 0.0) == 0.05
+
+
+def test_an_empty_consume_is_quiet_however_short() -> None:
+    assert next_batch_wait(SETTINGS, 0, 0.0) == 0.02
