@@ -342,12 +342,14 @@ def _delete_keys(settings: StreamSettings) -> None:
 
 
 def run(
-    json_path: Path, events: int, rate: float, seconds: float, batch: int,
+    json_path: Path, events: int, rate: float, seconds: float, batch: int | None = None,
     low_rate: float = 1000.0, cluster_workers: Sequence[int] = (), cluster_only: bool = False,
 ) -> None:
     """The single-Redis figures (unless `cluster_only`), then the aggregate rate of each
-    number of workers in `cluster_workers` on the local Redis Cluster."""
+    number of workers in `cluster_workers` on the local Redis Cluster; `batch`: the workers'
+    batch size, by default their own."""
     settings = StreamSettings()
+    batch = batch or settings.batch_max_events
     log = Path(".streamrec/logs/bench-ingest-worker.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}

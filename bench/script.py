@@ -30,7 +30,7 @@ from schemas.events import InteractionEvent
 from schemas.topics import INTERACTIONS
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
 from streams.feature_worker.fold import entity_updates
-from streams.feature_worker.settings import StreamSettings
+from streams.feature_worker.settings import DEFAULT_BATCH_MAX_EVENTS, StreamSettings
 from streams.feature_worker.writer import (
     DEFAULT_CALL_ENTITIES,
     DEFAULT_CALL_EVENTS,
@@ -42,7 +42,7 @@ from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection, SyncClient
 
 STAGES = ("called", "parsed", "defined", "folded", "written")
-BATCH = 2000
+BATCH = DEFAULT_BATCH_MAX_EVENTS
 _PRIMITIVES = {
     "table": "for i = 1, 100000 do local t = {a = i, b = i} end",
     "concat": "for i = 1, 100000 do local s = 'm:' .. i end",

@@ -82,8 +82,9 @@ def bench_ingest(
     ),
     rate: float = typer.Option(5_000.0, min=1.0, help="Offered events/s for the freshness run."),
     seconds: float = typer.Option(20.0, min=1.0, help="Duration of the freshness run."),
-    batch: int = typer.Option(
-        2000, min=1, help="Worker batch size (records per consume and Redis round trip)."
+    batch: int | None = typer.Option(
+        None, min=1, help="Worker batch size (records per consume and Redis pipeline); default: "
+        "the worker's (STREAMREC_BATCH_MAX_EVENTS, 10,000)."
     ),
     low_rate: float = typer.Option(
         1_000.0, min=1.0, help="Offered events/s, second freshness run."

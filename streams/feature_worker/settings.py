@@ -11,6 +11,8 @@ from streams.features.definitions import POPULARITY_BUCKET_S
 from streams.kafka.principals import FEATURE_WORKER
 from streams.service_settings import ServiceSettings
 
+DEFAULT_BATCH_MAX_EVENTS = 10_000
+
 
 class StreamSettings(ServiceSettings):
     KAFKA_PRINCIPAL: ClassVar[str | None] = FEATURE_WORKER
@@ -26,8 +28,10 @@ class StreamSettings(ServiceSettings):
         "partitions back at once instead of waiting for its old session to expire.",
     )
     batch_max_events: int = Field(
-        2000, ge=1, le=20_000, description="Records per batch: one Kafka consume, one Redis "
-        "pipeline, one offset store.",
+        DEFAULT_BATCH_MAX_EVENTS, ge=1, le=20_000, description="Records per batch: one Kafka "
+        "consume, one Redis pipeline, one offset store. At live rates the batch window fills "
+        "fewer; a backlog (a restart, a burst) fills it, and the larger the batch the more events "
+        "each entity's update folds, so Redis works less per event while the worker catches up.",
     )
     call_events: int = Field(
         100, ge=1, le=20_000, description="Most events per Redis script call (of its entities "
