@@ -13,6 +13,7 @@ from schemas.fields import (
     IdList,
     NonNegative,
     SchemaVersion1,
+    SchemaVersion2,
     Score,
     Text,
     Timestamp,
@@ -73,7 +74,7 @@ class RecommendationResponse(BaseModel):
 
     model_config = ConfigDict(**STRICT_RECORD, json_schema_extra=_ERROR_IFF_STATUS_ERROR)
 
-    schema_version: SchemaVersion1 = 1
+    schema_version: SchemaVersion2 = 2
     request_id: Id
     user_id: Id
     status: Literal["ok", "error"]
@@ -91,6 +92,11 @@ class RecommendationResponse(BaseModel):
     model_freshness_ms: NonNegative | None = None
     """Age of the model version that served it (published -> served)."""
     served_at: Timestamp
+    experiment: Id | None = None
+    """The randomized experiment the user is assigned in (a stable salted hash of the user id),
+    None when the scorer runs none."""
+    arm: Id | None = None
+    """The experiment arm that chose the serving policy of this answer; None with no experiment."""
     error: ResponseError | None = None
 
     @model_validator(mode="after")

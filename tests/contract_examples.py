@@ -71,6 +71,8 @@ def examples() -> dict[str, BaseModel]:
             feature_freshness_ms=120.0,
             model_freshness_ms=5000.0,
             served_at=now,
+            experiment="exp-1",
+            arm="model",
         ),
         "ModelUpdate": ModelUpdate(
             model_name="session_transformer",
