@@ -77,7 +77,7 @@ class _Drain:
     redis_cpu_us_per_event: float
     """Redis is shared with other users of the machine: an upper bound of this worker's cost."""
     redis_us_per_event: float
-    """Redis's own time running the worker's script calls (INFO commandstats, EVALSHA usec):
+    """Redis's own time running the worker's script calls (INFO commandstats, FCALL usec):
     what the worker takes from every other client of Redis, without the network I/O."""
     redis_us_per_call: float
     """Mean time of one script call: how long each call holds Redis (and the scorer's reads)."""
@@ -86,7 +86,7 @@ class _Drain:
 def _script_usec(admin: SyncClient) -> tuple[float, float]:
     """Redis's total time in script calls (µs) and their number."""
     stats = admin.info("commandstats")
-    names = ("cmdstat_evalsha", "cmdstat_eval")
+    names = ("cmdstat_fcall",)
     return (
         sum(float(stats.get(name, {}).get("usec", 0)) for name in names),
         sum(float(stats.get(name, {}).get("calls", 0)) for name in names),

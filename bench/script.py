@@ -34,9 +34,10 @@ from streams.feature_worker.settings import DEFAULT_BATCH_MAX_EVENTS, StreamSett
 from streams.feature_worker.writer import (
     DEFAULT_CALL_ENTITIES,
     DEFAULT_CALL_EVENTS,
-    SCRIPT,
+    SOURCE,
+    FeatureFunction,
+    function_call,
     pack_calls,
-    script_call,
 )
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection, SyncClient
@@ -50,13 +51,20 @@ _PRIMITIVES = {
 }
 
 
-def variant(stage: str) -> str:
-    """The script returning at the marker of `stage` ('written': the script as it is)."""
+def variant(stage: str) -> FeatureFunction:
+    """The function returning at the marker of `stage` ('written': the function as it is), as
+    a library of its own name."""
     if stage == "written":
-        return SCRIPT
+        return FeatureFunction.of(SOURCE)
     marker = f"-- stage: {stage}"
-    assert marker in SCRIPT, marker
-    return SCRIPT.replace(marker, "if true then return {0, 0} end", 1)
+    assert marker in SOURCE, marker
+    return FeatureFunction.of(SOURCE.replace(marker, "if true then return {0, 0} end", 1))
+
+
+def load(admin: SyncClient, function: FeatureFunction) -> str:
+    """Loads `function`'s library; its function's name."""
+    admin.function_load(function.code, replace=True)
+    return function.name
 
 
 def positioned(events: Iterable[InteractionEvent]) -> list[PositionedEvent]:
@@ -73,40 +81,43 @@ def positioned(events: Iterable[InteractionEvent]) -> list[PositionedEvent]:
 def _script_usec(admin: SyncClient) -> tuple[float, float]:
     """Time in script calls and in the commands they ran (µs, since the last reset)."""
     stats = admin.info("commandstats")
-    script = float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+    script = float(stats.get("cmdstat_fcall", {}).get("usec", 0))
     commands = sum(
         float(v.get("usec", 0)) for k, v in stats.items()
-        if k not in ("cmdstat_evalsha", "cmdstat_config|resetstat")
+        if k not in ("cmdstat_fcall", "cmdstat_config|resetstat")
     )
     return script, commands
 
 
 def apply_batches(
-    admin: SyncClient, sha: str, keys: FeatureKeys, stream: list[PositionedEvent],
-    call_events: int = DEFAULT_CALL_EVENTS,
+    admin: SyncClient, name: str, keys: FeatureKeys, stream: list[PositionedEvent],
+    call_events: int = DEFAULT_CALL_EVENTS, batch: int = BATCH,
 ) -> None:
-    """The stream in the worker's batches and calls (one Redis), through the script `sha`."""
+    """The stream in the worker's batches of `batch` and its calls (one Redis), through the
+    function `name`."""
     header = (*script_header(KeyTtls()), str(round(time.time() * 1000)))
-    for start in range(0, len(stream), BATCH):
+    for start in range(0, len(stream), batch):
         pipe = admin.pipeline(transaction=False)
-        updates = list(entity_updates(keys, stream[start : start + BATCH], call_events))
+        updates = list(entity_updates(keys, stream[start : start + batch], call_events))
         for call in pack_calls(updates, lambda _key: 0, call_events):
-            pipe.execute_command(*script_call(sha, header, call))
+            pipe.execute_command(*function_call(name, header, call))
         pipe.execute()
 
 
-def _stages(admin: SyncClient, stream: list[PositionedEvent]) -> dict[str, float]:
+def _stages(
+    admin: SyncClient, stream: list[PositionedEvent], batch: int = BATCH
+) -> dict[str, float]:
     """µs of Redis time per event up to each stage, and the commands' own share."""
     keys = FeatureKeys(f"sr:bench:script:{uuid.uuid4().hex[:8]}:")
     half = len(stream) // 2
     try:
-        apply_batches(admin, admin.script_load(SCRIPT), keys, stream[:half])
+        apply_batches(admin, load(admin, variant("written")), keys, stream[:half], batch=batch)
         measured = stream[half:]
         result: dict[str, float] = {}
         for stage in STAGES:
-            sha = admin.script_load(variant(stage))
+            name = load(admin, variant(stage))
             admin.config_resetstat()
-            apply_batches(admin, sha, keys, measured)
+            apply_batches(admin, name, keys, measured, batch=batch)
             script, commands = _script_usec(admin)
             result[stage] = round(script / len(measured), 2)
         result["commands"] = round(commands / len(measured), 2)

@@ -211,7 +211,7 @@ def _aof_rewrites(admin: redis.Redis) -> int:
 
 def _script_usec(admin: redis.Redis) -> float:
     """Redis's time in script calls (the feature worker's merges) since its stats were reset."""
-    return float(admin.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+    return float(admin.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
 
 
 def _measure(
