@@ -32,6 +32,12 @@ from streams.features.definitions import (
     TYPE_CODES,
 )
 from streams.features.keys import FeatureKeys, popularity_shard
+from streams.features.layout import (
+    SESSION_EVENTS,
+    affinity_field,
+    applied_field,
+    counter_field,
+)
 
 Value = str | int | Sequence["Value"]
 """An update value: a count, offset, bucket or ms as a number, anything stored as text, or a
@@ -73,10 +79,10 @@ NOT_EXPECTED = -1
 
 def _applied_field(partition: int) -> str:
     """The entity hash's field holding the last offset of `partition` it applied."""
-    return _APPLIED_FIELDS.get(partition) or f"_p{partition}"
+    return _APPLIED_FIELDS.get(partition) or applied_field(partition)
 
 
-_APPLIED_FIELDS = {p: f"_p{p}" for p in range(256)}
+_APPLIED_FIELDS = {p: applied_field(p) for p in range(256)}
 
 
 def _row(item: PositionedEvent, popularity_bucket_s: int) -> _Row:
@@ -101,7 +107,7 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
     minute, hour = (row.minute, 1), (row.hour, 1)
     if kind == "u":
         counters = (
-            (_COUNTER[code], 1, f"aff:{row.category}", AFFINITY_WEIGHTS[code])
+            (_COUNTER[code], 1, affinity_field(row.category), AFFINITY_WEIGHTS[code])
             if row.category else counter
         )
         return (
@@ -110,7 +116,7 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
             (f"{e.item_id} {ts_s} {code}",),
         )
     if kind == "s":
-        return (parts, ("n", 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
+        return (parts, (SESSION_EVENTS, 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
     if kind == "i":
         return (parts, counter, minute, hour, ts_s, (ts_s, row.category))
     if kind == "c":
@@ -141,7 +147,7 @@ def _extreme(rows: Sequence[_Row], newest: bool) -> str:
     return best.ts_s
 
 
-_COUNTER = {code: f"n_{code}" for code in TYPE_CODES.values()}
+_COUNTER = {code: counter_field(code) for code in TYPE_CODES.values()}
 """The counter field of each event type."""
 
 
@@ -172,12 +178,13 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Val
         for partition, (first, last) in spans.items()
     ]
     counters: dict[str, int] = (
-        {"n": len(rows)} if kind == "s" else Counter(_COUNTER[row.code] for row in rows)
+        {SESSION_EVENTS: len(rows)} if kind == "s"
+        else Counter(_COUNTER[row.code] for row in rows)
     )
     if kind == "u":
         for row in rows:
             if row.category:
-                name = f"aff:{row.category}"
+                name = affinity_field(row.category)
                 counters[name] = counters.get(name, 0) + AFFINITY_WEIGHTS[row.code]
     common: list[Value] = [parts, _pairs(counters)]
     if kind in "uic":
