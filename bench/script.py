@@ -1,18 +1,19 @@
-"""`streamrec bench script`: where Redis's time goes inside the feature script (apply.lua).
+"""`streamrec bench script`: where Redis's time goes inside the feature function (apply.lua).
 
-The same batches and calls the worker would send (2,000 events, entities packed into calls of
-at most `call_entities` updates and `call_events` events) for generated and for interleaved
-traffic, each run against state the first half of the stream left behind:
-- `called`: the call itself (Redis builds KEYS and ARGV, runs nothing of the script);
-- `parsed`: + unpacking the call's updates and the helpers' definitions (once per call), and
-  reading each update into Lua tables;
+The same batches and calls the worker would send (batches of 10,000 events, entities packed into
+calls of at most `call_entities` updates and `call_events` events) for generated and for
+interleaved traffic, and `bench serve`'s live traffic in the batches of its 50 ms window
+(`live`), each run against state the first half of the stream left behind:
+- `called`: the call itself (Redis builds the keys and arguments, runs nothing of the merge);
+- `parsed`: + unpacking the call's updates and reading each update into Lua tables;
 - `defined`: + the fields to load;
 - `folded`: + one HMGET per entity and the fold in Lua memory;
-- `written`: the whole script (+ the writes);
-each a variant of the script that returns at its `-- stage:` marker (the variants write nothing,
-so all see the same state). `commands` is the Redis commands' own time inside `written`
-(INFO commandstats of everything but EVALSHA); the rest of a stage is Lua. Also the price of
-Lua primitives on this host (a table, a concatenated string, a `redis.call`), per operation.
+- `written`: the whole function (+ the writes);
+each a variant of the library that returns at its `-- stage:` marker (the variants write
+nothing, so all see the same state). `commands` is the Redis commands' own time inside
+`written` (INFO commandstats of everything but FCALL); the rest of a stage is Lua. Also the
+price of Lua primitives on this host (a table, a concatenated string, a `redis.call`), per
+operation.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 from bench.ingest import interleaved
+from bench.load import InteractionDraw
 from bench.report import print_table, write_result
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from schemas.events import InteractionEvent
 from schemas.topics import INTERACTIONS
+from schemas.wire import decode
 from streams.feature_worker.batch import KeyTtls, PositionedEvent, script_header
 from streams.feature_worker.fold import entity_updates
 from streams.feature_worker.settings import DEFAULT_BATCH_MAX_EVENTS, StreamSettings
@@ -139,6 +144,21 @@ def _primitive_us(admin: SyncClient) -> dict[str, float]:
             for name, body in _PRIMITIVES.items()}
 
 
+LIVE_RATE = 5_000.0
+LIVE_BATCH = 250
+"""`bench serve`'s ingest: 5,000 events/s, in the worker's busy-stream window (50 ms)."""
+
+
+def live_stream(events: int) -> list[PositionedEvent]:
+    """`bench serve`'s live traffic (bench/load.py: 5,000 users, a 100,000-item catalog, 100
+    categories) at LIVE_RATE, ending now: most users, sessions and items have one event in a
+    batch, so an event costs Redis about four entity updates."""
+    draw = InteractionDraw(np.random.default_rng(7), 100_000, 5_000, 100)
+    start = time.time() - events / LIVE_RATE
+    payloads = draw.payloads([start + n / LIVE_RATE for n in range(events)])
+    return positioned(decode(InteractionEvent, value) for _, value in payloads)
+
+
 def run(json_path: Path, events: int) -> None:
     settings = StreamSettings()
     admin = RedisConnection(
@@ -150,7 +170,11 @@ def run(json_path: Path, events: int) -> None:
         mixed = positioned(interleaved(
             SampleGenerator(SampleConfig(users=50_000, seed=24)).events(events), 20_000, 24
         ))
-        shapes = {"generated": _stages(admin, generated), "interleaved": _stages(admin, mixed)}
+        shapes = {
+            "generated": _stages(admin, generated),
+            "interleaved": _stages(admin, mixed),
+            "live": _stages(admin, live_stream(events), batch=LIVE_BATCH),
+        }
         ops = _primitive_us(admin)
     finally:
         admin.close()
@@ -159,6 +183,7 @@ def run(json_path: Path, events: int) -> None:
         "lua_us_per_op": ops,
         "events": events,
         "batch_max_events": BATCH,
+        "live_batch_events": LIVE_BATCH,
         "call_events": DEFAULT_CALL_EVENTS,
         "call_entities": DEFAULT_CALL_ENTITIES,
     })
