@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from schemas.recommendations import RecommendationRequest
 from serving.ordering import BusinessRules
+from streams.features import layout
 from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import SyncClient
@@ -42,10 +43,10 @@ from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
 
-USER_FIELDS = ("last_ts", "lag_ms", "n_view", "n_click", "n_cart", "n_purchase")
-COUNTER_FIELDS = USER_FIELDS[2:]
-SESSION_FIELDS = ("last_ts", "n")
-ITEM_STATE_FIELDS = ("first_ts", "last_ts", *COUNTER_FIELDS)
+USER_FIELDS = (layout.LAST_TS, layout.LAG_MS, *layout.COUNTER_FIELDS)
+COUNTER_FIELDS = layout.COUNTER_FIELDS
+SESSION_FIELDS = (layout.LAST_TS, layout.SESSION_EVENTS)
+ITEM_STATE_FIELDS = (layout.FIRST_TS, layout.LAST_TS, *COUNTER_FIELDS)
 """An item hash's first and last interaction time and its counter per event type."""
 MAX_CACHED_CATEGORIES = 2_000_000
 """Bounded memory: past this many items the category cache starts over (and refills)."""
@@ -261,7 +262,7 @@ class RedisFeatureReader:
         return [
             ("SMEMBERS", self.serving_keys.unavailable),
             ("GET", self.serving_keys.rules),
-            *(("HGET", shard, "mx_h") for shard in self.keys.popularity_shards()),
+            *(("HGET", shard, layout.NEWEST_HOUR) for shard in self.keys.popularity_shards()),
             *self._popularity_commands(bucket),
         ]
 
@@ -306,7 +307,7 @@ class RedisFeatureReader:
         if missing:
             pipe = self._client.pipeline(transaction=False)
             for item_id in missing:
-                pipe.hget(self.keys.item(item_id), "cat")
+                pipe.hget(self.keys.item(item_id), layout.CATEGORY)
             self._cache_categories(missing, pipe.execute())
         return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
 
@@ -328,7 +329,7 @@ class RedisFeatureReader:
         through redis-py (thread-safe, off the request thread): their states, returned, and
         their categories, cached, so that filters never wait on a cold cache."""
         replies = self._execute(
-            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, "cat")
+            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, layout.CATEGORY)
              for item_id in item_ids], lean=False,
         ) if item_ids else []
         self._cache_categories(item_ids, [reply[-1] for reply in replies])

@@ -35,6 +35,7 @@ from serving.feature_log import (
     served_features,
 )
 from serving.features import (
+    COUNTER_FIELDS,
     BatchFeatures,
     FeatureReader,
     StateArrays,
@@ -383,7 +384,7 @@ def dense_features(contexts: Sequence[UserContext], now: float) -> FloatArray:
     rows = np.zeros((len(contexts), DENSE_FEATURES), dtype=np.float32)
     angle = 2 * math.pi * ((now % 86_400) / 86_400)
     for row, c in enumerate(contexts):
-        counts = [c.counters.get(n, 0.0) for n in ("n_view", "n_click", "n_cart", "n_purchase")]
+        counts = [c.counters.get(n, 0.0) for n in COUNTER_FIELDS]
         recency = max(0.0, now - c.last_event_ts) if c.last_event_ts is not None else 1e6
         counts += [c.counters.get("session_events", 0.0), recency, math.sin(angle), math.cos(angle)]
         rows[row] = counts
