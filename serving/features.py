@@ -16,7 +16,7 @@ ACL user is read-only).
 Redis Cluster: every command reads one key (its first argument) and the round trip is a
 non-transactional pipeline, so on a cluster it splits per master with no cross-slot command (the
 keys of a request's user, of its session and of the serving configuration may each live on
-another master; serving/cluster_read_pipeline.py).
+another master; serving/feature_reads.py).
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ class BatchFeatures:
 
 
 class RoundTrip(Protocol):
-    """A lean pipelined read (serving/read_pipeline.py, cluster_read_pipeline.py): replies in
-    the commands' order, RESP2 shapes, redis-py's exception for the first error reply."""
+    """The lean pipelined read (serving/feature_reads.py): replies in the commands' order,
+    RESP2 shapes, redis-py's exception for the first error reply."""
 
     def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 

@@ -47,7 +47,7 @@ from schemas.topics import (
 )
 from schemas.wire import ContractError
 from serving.canary import CanaryJudge, decision_update
-from serving.cluster_read_pipeline import ClusterReadPipeline
+from serving.feature_reads import FeatureReads
 from serving.features import RedisFeatureReader
 from serving.item_catalog import ItemCatalog
 from serving.item_changes import Address, ItemChanges
@@ -55,7 +55,6 @@ from serving.item_state_table import ItemStateTable
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
 from serving.ranker_slot import RankerSlot
-from serving.read_pipeline import ReadPipeline
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
 from serving.responses import error_response, rejection_answer
@@ -220,17 +219,9 @@ class ScorerService:
         return lambda: [address]
 
     @staticmethod
-    def _read_pipeline(
-        settings: ServeSettings, client: SyncClient
-    ) -> ReadPipeline | ClusterReadPipeline:
+    def _read_pipeline(settings: ServeSettings, client: SyncClient) -> FeatureReads:
         """The per-batch round trip, lean on one Redis and on a cluster (one per master)."""
-        connection = settings.redis
-        spin_s = settings.redis_read_spin_us / 1e6
-        login = (connection.username, connection.resolved_password())
-        timeout_s = connection.socket_timeout_s
-        if isinstance(client, RedisCluster):
-            return ClusterReadPipeline(client, *login, timeout_s, spin_s)
-        return ReadPipeline(connection.host, connection.port, *login, timeout_s, spin_s)
+        return FeatureReads.connect(settings.redis, client, settings.redis_read_spin_us / 1e6)
 
     def _requests_loop(self) -> RequestLoop:
         kafka = self.settings.kafka
