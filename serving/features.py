@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from schemas.recommendations import RecommendationRequest
-from serving.ordering import BusinessRules
+from serving.rules import BusinessRules
 from streams.features import layout
 from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys

@@ -54,13 +54,14 @@ from serving.item_changes import Address, ItemChanges
 from serving.item_state_table import ItemStateTable
 from serving.metrics import ServeMetrics
 from serving.model_bundle import ModelBundle
+from serving.pipeline import Scorer
 from serving.ranker_slot import RankerSlot
 from serving.registry import ModelRegistry, Routing
 from serving.request_loop import AsyncCommitConsumer, RequestLoop
 from serving.responses import error_response, rejection_answer
-from serving.scorer import Answer, Scorer
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
+from serving.stages.ordering import Answer
 from streams.features.keys import FeatureKeys
 from streams.kafka.admin import end_offsets
 from streams.kafka.consumer import BatchConsumer

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.retrieval import RetrievalConfig
-from serving.ordering import BusinessRules
+from serving.rules import BusinessRules
 from streams.kafka.principals import SCORER
 from streams.service_settings import ServiceSettings
 

@@ -17,9 +17,9 @@ from models.session_checkpoint import save_session_model
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
-from serving.ordering import BusinessRules
+from serving.pipeline import Scorer
 from serving.registry import Deployment, Routing
-from serving.scorer import Scorer
+from serving.rules import BusinessRules
 from serving.session_model import SessionRecommender, load_session_bundle
 from serving.settings import CpuRuntime
 from tests.unit.serving.fakes import FakeReader, context, request, update

@@ -1,11 +1,11 @@
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from models.item_content import ItemContent
 from serving.model_bundle import FloatArray, IntArray
-from serving.ordering import BusinessRules
+from serving.pipeline import Scorer
 from serving.registry import Routing
-from serving.scorer import Scorer
+from serving.rules import BusinessRules
 from tests.unit.serving.fakes import (
     ExactIndex,
     FakeReader,
@@ -180,9 +180,8 @@ class _Offering:
     def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
         return ItemContent.empty(len(indices))
 
-    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int,
-                  allowed: Callable[[str], bool]) -> list[str]:
-        return [i for i in self.offered if allowed(i)][:n]
+    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int) -> list[str]:
+        return self.offered[:n]
 
 
 def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() -> None:
