@@ -1,8 +1,10 @@
 """What the four stages pass along: the micro-batch's inputs, read once, and each request's
 answer in the making.
 
-A batch is one snapshot: one feature round trip, one serving configuration, one routing (model
-swaps never split a batch) and one published ranker, whatever happens meanwhile.
+A batch is one snapshot: one feature round trip, one serving configuration (rules, experiment),
+one routing (model swaps never split a batch), one set of pinned versions and one published
+ranker, whatever happens meanwhile. Each request's facts are settled with it: its exclusions,
+its experiment arm and the live version routing gives its user.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from schemas.recommendations import RecommendationRequest
+from serving.experiment import Experiment, ExperimentArm
 from serving.feature_log import CandidateVectors, PublishedRanker
-from serving.features import UserContext
+from serving.features import BatchFeatures, UserContext
 from serving.model_bundle import FloatArray, History
 from serving.registry import Deployment, Routing
 from serving.rules import BusinessRules
@@ -27,16 +30,37 @@ CategoryLookup = Callable[[Sequence[str]], Mapping[str, str]]
 
 @dataclass(frozen=True)
 class Batch:
-    requests: Sequence[RecommendationRequest]
-    contexts: Sequence[UserContext]
+    drafts: list[Draft]
+    """One per request, in their order."""
     popular: Sequence[tuple[str, float]]
     """Most popular items recently, best first."""
-    unavailable: frozenset[str]
     rules: BusinessRules
-    routing: Routing
+    experiment: Experiment
+    pinned: Mapping[str, Deployment]
+    """The loaded versions frozen arms pin, by version."""
     ranker: PublishedRanker | None
     """The published ranker (None: none passed the gate)."""
     now: float
+
+    @classmethod
+    def of(
+        cls,
+        requests: Sequence[RecommendationRequest],
+        features: BatchFeatures,
+        rules: BusinessRules,
+        experiment: Experiment,
+        routing: Routing,
+        pinned: Mapping[str, Deployment],
+        ranker: PublishedRanker | None,
+        now: float,
+    ) -> Batch:
+        unavailable = features.config.unavailable
+        drafts = [
+            Draft(r, c, excluded_items(r, c, unavailable, rules), experiment.assign(r.user_id),
+                  routing.route(r.user_id))
+            for r, c in zip(requests, features.contexts, strict=True)
+        ]
+        return cls(drafts, features.popular, rules, experiment, pinned, ranker, now)
 
 
 @dataclass
@@ -47,6 +71,9 @@ class Draft:
     context: UserContext
     excluded: frozenset[str]
     """Items never recommended to this request (see `excluded_items`)."""
+    arm: ExperimentArm
+    routed: tuple[Deployment | None, bool]
+    """The live version routing gives the user, and whether it is the canary."""
     # retrieval
     strategy: Strategy = "popularity"
     deployment: Deployment | None = None
@@ -89,11 +116,3 @@ def excluded_items(
     # The unavailable set is shared by the batch: one union per request keeps lookups O(1)
     # without copying it when it is empty.
     return frozenset(excluded).union(unavailable)
-
-
-def drafts(batch: Batch) -> list[Draft]:
-    """A draft per request, with its exclusions."""
-    return [
-        Draft(r, c, excluded_items(r, c, batch.unavailable, batch.rules))
-        for r, c in zip(batch.requests, batch.contexts, strict=True)
-    ]

@@ -1,11 +1,13 @@
 """The scorer's four stages for one micro-batch: retrieval -> filtering -> ranking -> ordering.
 
 Pure request/response logic over small boundaries (the feature reader, the routing snapshot,
-the published ranker, the item catalog); Kafka lives in serving/service.py. A batch costs one
-feature round trip, then each stage runs once for the whole batch, in order:
+the pinned versions, the published ranker, the item catalog); Kafka lives in
+serving/service.py. A batch costs one feature round trip, which settles each request's
+exclusions, experiment arm and route (serving/batch.py); then each stage runs once for the
+whole batch, in order:
 
-1. retrieval (serving/stages/retrieval.py): the policy that answers each request and its
-   candidates; cold start is its popularity policy;
+1. retrieval (serving/stages/retrieval.py): the policy that answers each request (its arm's;
+   cold start is the popularity policy) and its candidates;
 2. filtering (serving/stages/filtering.py): everything that may be shown passes here, once;
 3. ranking (serving/stages/ranking.py): the order of the allowed candidates and the vectors
    logged with the answer;
@@ -22,10 +24,11 @@ from typing import Protocol
 from models.item_content import ItemContent
 from schemas.recommendations import RecommendationRequest
 from serving.batch import Batch
+from serving.experiment import Experiment, ExperimentArm
 from serving.feature_log import PublishedRanker, no_content
 from serving.features import FeatureReader, StateArrays
 from serving.model_bundle import IntArray
-from serving.registry import Routing
+from serving.registry import Deployment, Routing
 from serving.rules import BusinessRules
 from serving.stages.filtering import Filtering
 from serving.stages.ordering import Answer, Ordering
@@ -61,6 +64,8 @@ class Scorer:
         item_states: Callable[[Sequence[str]], StateArrays] | None = None,
         catalog: ItemMetadata | None = None,
         new_item_slots: int = 0,
+        experiment: Experiment | None = None,
+        pinned: Callable[[], Mapping[str, Deployment]] = dict,
     ) -> None:
         """`rules`: the configured ones (a rules document in Redis replaces them); `ranker`:
         the gate's current ranker, one snapshot per batch; `item_states`: the candidates' item
@@ -68,10 +73,13 @@ class Scorer:
         by default they are read per batch); `catalog`: item metadata, the ranking stage's
         content features and the items a version does not know (without one, no item has
         content and no answer gets new items); `new_item_slots`: last places of a model
-        answer given to those."""
+        answer given to those; `experiment`: the configured one (an experiment document in
+        Redis replaces it); `pinned`: the loaded versions frozen arms pin, by version."""
         self._reader = reader
         self._routing = routing
         self._rules = rules
+        self._experiment = experiment or Experiment()
+        self._pinned = pinned
         self._clock = clock
         self._ranker = ranker if logged_candidates else lambda: None
         slots = new_item_slots if catalog is not None else 0
@@ -94,9 +102,20 @@ class Scorer:
         ranked = self.ranking.rank(batch, allowed)
         return self.ordering.answer(batch, ranked)
 
+    def experiment(self) -> Experiment:
+        """The experiment in force now."""
+        return self._reader.config.experiment or self._experiment
+
+    def arm(self, user_id: str) -> tuple[Experiment, ExperimentArm]:
+        """The experiment in force and the user's arm in it (for answers no batch gave)."""
+        experiment = self.experiment()
+        return experiment, experiment.assign(user_id)
+
     def _batch(self, requests: Sequence[RecommendationRequest]) -> Batch:
         features = self._reader.read(requests)
-        return Batch(
-            requests, features.contexts, features.popular, features.config.unavailable,
-            features.config.rules or self._rules, self._routing(), self._ranker(), self._clock(),
+        config = features.config
+        return Batch.of(
+            requests, features, config.rules or self._rules,
+            config.experiment or self._experiment, self._routing(), self._pinned(),
+            self._ranker(), self._clock(),
         )

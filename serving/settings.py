@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.retrieval import RetrievalConfig
+from serving.experiment import Experiment
 from serving.rules import BusinessRules
 from streams.kafka.principals import SCORER
 from streams.service_settings import ServiceSettings
@@ -142,3 +143,9 @@ class ServeSettings(ServiceSettings):
         "replaces them while present.",
     )
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    experiment: Experiment = Field(
+        default_factory=Experiment,
+        description="The user-level experiment: its name and arms (STREAMREC_EXPERIMENT__ARMS="
+        "'[{\"name\": \"model\", \"policy\": \"model\", \"weight\": 1}, ...]'). A JSON "
+        "document at Redis key <prefix>cfg:{serving}:experiment replaces it while present.",
+    )

@@ -50,18 +50,16 @@ class Ordering:
         self._new_item_slots = new_item_slots
 
     def answer(self, batch: Batch, allowed: Allowed) -> list[Answer]:
-        return [self._answer(batch.rules, d, allowed.categories) for d in allowed.drafts]
+        return [self._answer(batch, d, allowed.categories) for d in allowed.drafts]
 
-    def _answer(
-        self, rules: BusinessRules, draft: Draft, categories: Mapping[str, str]
-    ) -> Answer:
+    def _answer(self, batch: Batch, draft: Draft, categories: Mapping[str, str]) -> Answer:
         k = draft.request.k
         candidates = backfill(draft.candidates, draft.backfill)
         shown = {i for i, _ in candidates[:k]}
         new = [i for i in draft.new_items if i not in shown][: min(self._new_item_slots, k)]
         candidates = with_new_items(candidates, new, k)
         ranked = [Ranked(i, s) for i, s in candidates]
-        items = apply_rules(ranked, rules, categories, k, draft.pinned)
+        items = apply_rules(ranked, batch.rules, categories, k, draft.pinned)
         served_at = self._clock()
         deployment = draft.deployment
         strategy: Strategy = draft.strategy if items else "none"
@@ -77,6 +75,8 @@ class Ordering:
             if deployment
             else None,
             served_at=served_at,
+            experiment=batch.experiment.name,
+            arm=draft.arm.name,
         )
         outcome = {"model": "ok", "ranker": "ok", "canary": "ok", "popularity": "cold_start"}.get(
             strategy, "empty"

@@ -1,15 +1,19 @@
 """Retrieval: which policy answers each request, and its candidates in retrieval order.
 
-- **Model**: the version routing gives the user (the serving one, or the canary for the canary
-  share of users) encodes the history it reads; faiss returns its best candidates. One encoder
-  call and one ANN search per version for the whole batch. The published ranker will re-order
-  the candidates of the serving version it was judged on (not the canary's, which is judged on
-  its own retrieval); a version that carries its own ranker re-scores with that instead. A model
-  answer also gets the catalog items its version does not know, best genre match with the
-  user's recent items first: the ordering stage gives them the answer's last places.
-- **Popularity** (cold start): when no version serves, or the version knows none of the user's
-  items. Recent popularity, nudged by context: popular items in the categories the session has
-  just touched come first.
+The user's experiment arm names the policy (serving/experiment.py):
+
+- **Model** (arms `model`, `ranker`, `frozen`): a version encodes the history it reads; faiss
+  returns its best candidates. One encoder call and one ANN search per version for the whole
+  batch. The version is the live one routing gives the user (the serving one, or the canary for
+  the canary share of users), or, for a `frozen` arm, the version it pins. In a `ranker` arm the
+  published ranker will re-order the candidates of the serving version it was judged on (not
+  the canary's, which is judged on its own retrieval), and a version that carries its own
+  ranker re-scores with that instead; the other arms keep retrieval order. A model answer also
+  gets the catalog items its version does not know, best genre match with the user's recent
+  items first: the ordering stage gives them the answer's last places.
+- **Popularity** (arm `popularity`, and cold start in every arm: no version to answer, or the
+  version knows none of the user's items): recent popularity, nudged by context: popular items
+  in the categories the session has just touched come first. The answer keeps the user's arm.
 
 How many candidates: the ordering stage uses the first `depth` allowed ones, and at most
 `len(excluded)` of the best ones can be disallowed, so the best `depth + len(excluded)` hold
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from serving.batch import Batch, CategoryLookup, Draft, Scored, drafts
+from serving.batch import Batch, CategoryLookup, Draft, Scored
 from serving.features import UserContext
 from serving.registry import Deployment
 from serving.rules import BusinessRules
@@ -58,7 +62,7 @@ class Retrieval:
         self._new_item_slots = new_item_slots
 
     def retrieve(self, batch: Batch) -> list[Draft]:
-        answers = drafts(batch)
+        answers = batch.drafts
         for draft in answers:
             self._route(batch, draft)
         groups: dict[int, list[Draft]] = {}
@@ -82,7 +86,13 @@ class Retrieval:
         return answers
 
     def _route(self, batch: Batch, draft: Draft) -> None:
-        deployment, canary = batch.routing.route(draft.request.user_id)
+        policy = draft.arm.policy
+        if policy == "popularity":
+            return
+        if draft.arm.version is not None:
+            deployment, canary = batch.pinned.get(draft.arm.version), False
+        else:
+            deployment, canary = draft.routed
         if deployment is None:
             return
         recent = draft.context.history[-self._history_length:]
@@ -90,10 +100,10 @@ class Retrieval:
         if not history:
             return  # the version knows none of the user's items: cold start
         draft.deployment, draft.canary, draft.history = deployment, canary, history
-        draft.own_ranker = deployment.bundle.ranker is not None
+        draft.own_ranker = policy == "ranker" and deployment.bundle.ranker is not None
         ranker = batch.ranker
-        if not canary and not draft.own_ranker and ranker is not None and ranker.reranks(
-            deployment.version
+        if policy == "ranker" and not canary and not draft.own_ranker and ranker is not None and (
+            ranker.reranks(deployment.version)
         ):
             draft.reranker = ranker
         draft.strategy = "canary" if canary else "ranker" if draft.reranker else "model"

@@ -18,7 +18,7 @@ from deploy.local.redis_cluster import LocalRedisCluster
 from schemas.recommendations import RecommendationRequest
 from serving.feature_reads import FeatureReads
 from serving.features import RedisFeatureReader
-from serving.item_changes import ItemChanges
+from serving.item_changes import ItemChanges, masters
 from serving.service import ScorerService
 from serving.settings import ServeSettings
 from streams.feature_worker.batch import PositionedEvent
@@ -207,9 +207,9 @@ def test_writes_to_items_on_every_master_are_reported_to_the_scorer_service(
     assert len({master_of(admin, keys.item(i)) for i in items}) == 3
     settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
     client = settings.redis.client()
-    masters = ScorerService._masters(settings, client)
-    assert len(masters()) == 3
-    changes = ItemChanges(masters, keys, "scorer", settings.redis.resolved_password(), 5.0)
+    found = masters(settings.redis, client)
+    assert len(found()) == 3
+    changes = ItemChanges(found, keys, "scorer", settings.redis.resolved_password(), 5.0)
     try:
         assert changes.changed() is None
         for item in items:

@@ -2,6 +2,7 @@ from collections.abc import Sequence
 
 from schemas.recommendations import RecommendationRequest
 from serving.batch import Draft, excluded_items
+from serving.experiment import Experiment
 from serving.rules import BusinessRules
 from serving.stages.filtering import Check
 from tests.unit.serving.fakes import context
@@ -18,7 +19,8 @@ def _check(
         {"request_id": "r", "user_id": "u", "sent_at": 1.7e9, **fields}
     )
     user = context("u", seen)
-    return Check.of(Draft(asked, user, excluded_items(asked, user, unavailable, rules)), rules)
+    excluded = excluded_items(asked, user, unavailable, rules)
+    return Check.of(Draft(asked, user, excluded, Experiment().arms[0], (None, False)), rules)
 
 
 CANDIDATES = [("a", 5.0), ("b", 4.0), ("c", 3.0), ("d", 2.0), ("e", 1.0)]

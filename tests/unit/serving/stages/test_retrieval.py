@@ -1,7 +1,8 @@
 from collections.abc import Sequence
 
 from serving.batch import Batch
-from serving.features import UserContext
+from serving.experiment import Experiment
+from serving.features import BatchFeatures, ServingConfig, UserContext
 from serving.registry import Routing
 from serving.rules import BusinessRules
 from serving.stages.retrieval import Retrieval, popular_candidates
@@ -10,10 +11,13 @@ from tests.unit.serving.fakes import context, deployment, request
 POPULAR = [("p1", 10.0), ("p2", 9.0), ("p3", 8.0)]
 
 
-def batch(contexts: Sequence[UserContext], routing: Routing) -> Batch:
-    return Batch(
-        [request(c.user_id) for c in contexts], contexts, POPULAR, frozenset(),
-        BusinessRules(), routing, None, 1_700_000_000.0,
+def batch(
+    contexts: Sequence[UserContext], routing: Routing, experiment: Experiment | None = None
+) -> Batch:
+    features = BatchFeatures(list(contexts), ServingConfig(frozenset(), None), POPULAR)
+    return Batch.of(
+        [request(c.user_id) for c in contexts], features, BusinessRules(),
+        experiment or Experiment(), routing, {}, None, 1_700_000_000.0,
     )
 
 
