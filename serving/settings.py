@@ -131,11 +131,14 @@ class ServeSettings(ServiceSettings):
     )
     retrieval: RetrievalConfig = Field(
         # IVF, not HNSW: every hot swap rebuilds the index, and on one core IVF trains on 100k
-        # items in ~2 s where HNSW takes 20-60 s; a search of 300 costs ~0.15 ms. nprobe >=
-        # nlist makes small catalogs exact.
+        # items in ~2 s where HNSW takes 20-60 s; a search of 300 costs ~0.15 ms. Below
+        # exact_threshold items the index is flat: exact, as the offline reference ranks (IVF's
+        # 12 probes of ML-100K's 43 lists would miss part of a version's top items).
         default_factory=lambda: RetrievalConfig(
-            kind="ivf", ivf_lists_per_sqrt=2.0, ivf_nprobe=12, threads=1
-        )
+            kind="ivf", ivf_lists_per_sqrt=2.0, ivf_nprobe=12, threads=1, exact_threshold=5_000
+        ),
+        description="The candidate index: exact (flat) below `exact_threshold` items, `kind` "
+        "above.",
     )
     rules: BusinessRules = Field(
         default_factory=BusinessRules,

@@ -2,8 +2,9 @@
 
 The user's experiment arm names the policy (serving/experiment.py):
 
-- **Model** (arms `model`, `ranker`, `frozen`): a version encodes the history it reads; faiss
-  returns its best candidates. One encoder call and one ANN search per version for the whole
+- **Model** (arms `model`, `ranker`, `frozen`): a version encodes the history it reads, built
+  from the user's events as its training sequences are (models/query_history.py); faiss returns
+  its best candidates. One encoder call and one ANN search per version for the whole
   batch. The version is the live one routing gives the user (the serving one, or the canary for
   the canary share of users), or, for a `frozen` arm, the version it pins. In a `ranker` arm the
   published ranker will re-order the candidates of the serving version it was judged on (not
@@ -18,14 +19,17 @@ The user's experiment arm names the policy (serving/experiment.py):
 How many candidates: the ordering stage uses the first `depth` allowed ones, and at most
 `len(excluded)` of the best ones can be disallowed, so the best `depth + len(excluded)` hold
 them: the same answer as any wider search (an index's best n are a prefix of its best wider
-list). A search of 300 cost 2-3x one of 60, and the seen items are what a request excludes
-most. Category filters can disallow any number: then `candidates`, at least twice k.
+list), and as the offline reference's full ranking. That many are searched, fewer or more than
+`candidates`: a search of 300 cost 2-3x one of 60, and a user who has seen more than 300 items
+would otherwise get an answer short of what filtering removed (topped up with popular items).
+Category filters can disallow any number: then `candidates`, at least twice k.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from models.query_history import query_history
 from serving.batch import Batch, CategoryLookup, Draft, Scored
 from serving.features import UserContext
 from serving.registry import Deployment
@@ -95,8 +99,8 @@ class Retrieval:
             deployment, canary = draft.routed
         if deployment is None:
             return
-        recent = draft.context.history[-self._history_length:]
-        history = deployment.bundle.indices([(e.item_id, e.ts) for e in recent])
+        events = ((e.item_id, e.ts) for e in draft.context.history)
+        history = query_history(events, deployment.bundle.item_index, self._history_length)
         if not history:
             return  # the version knows none of the user's items: cold start
         draft.deployment, draft.canary, draft.history = deployment, canary, history
@@ -126,13 +130,12 @@ class Retrieval:
 
     def _width(self, group: list[Draft], rules: BusinessRules, indexed: int) -> int:
         """Candidates that surely hold every answer of the group (module docstring)."""
-        widest = max(d.request.k for d in group)
-        n = min(max(self._candidates, 2 * widest), indexed)
         needed = [_needed(d, rules) for d in group]
         bounded = [w for w in needed if w is not None]
         if len(bounded) == len(needed):
-            n = min(n, max(bounded))
-        return n
+            return min(max(bounded), indexed)
+        widest = max(d.request.k for d in group)
+        return min(max(self._candidates, 2 * widest), indexed)
 
     def _popularity(self, batch: Batch, cold: list[Draft]) -> None:
         recent = [_recent(d.context) for d in cold]

@@ -42,12 +42,12 @@ def test_requests_are_answered_per_deployment_and_cold_ones_by_popularity() -> N
         assert len(draft.candidates) == 5 + 2 and draft.query is not None  # k + seen
 
 
-def test_histories_are_item_indices_of_known_items_cut_to_the_newest() -> None:
+def test_histories_are_what_the_version_trained_on_cut_to_the_newest() -> None:
+    """Unknown items and repeats of the previous item are no history; the newest 3 remain."""
     routing = Routing(deployment("1.0"))
-    (draft,) = retrieval(history_length=3).retrieve(
-        batch([context("u", ["i1", "unknown", "i2", "i3"])], routing)
-    )
-    assert [i for i, _ in draft.history] == [2, 3]
+    user = context("u", ["i1", "unknown", "i2", "i2", "i3", "i4"])
+    (draft,) = retrieval(history_length=3).retrieve(batch([user], routing))
+    assert [i for i, _ in draft.history] == [2, 3, 4]
 
 
 def test_without_any_model_every_request_is_cold() -> None:
