@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from serving.experiment import Experiment, ExperimentArm
+from serving.settings import ServeSettings
 
 USERS = [f"user-{n}" for n in range(20_000)]
 
@@ -92,3 +93,17 @@ def test_arms_must_be_named_apart_and_assign_someone() -> None:
         Experiment(arms=(arm, arm))
     with pytest.raises(ValidationError, match="positive"):
         Experiment(arms=(arm.model_copy(update={"weight": 0.0}),))
+
+
+def test_the_scorers_settings_read_the_arms_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAMREC_EXPERIMENT__NAME", "live-1")
+    monkeypatch.setenv("STREAMREC_EXPERIMENT__ARMS", '[{"name": "m", "policy": "model", '
+                       '"weight": 3}, {"name": "f", "policy": "frozen", "version": "1.0"}]')
+    configured = ServeSettings().experiment
+    assert configured.name == "live-1" and configured.pinned == frozenset({"1.0"})
+    assert [(a.name, a.weight) for a in configured.arms] == [("m", 3.0), ("f", 1.0)]
+    monkeypatch.delenv("STREAMREC_EXPERIMENT__NAME")
+    monkeypatch.delenv("STREAMREC_EXPERIMENT__ARMS")
+    assert [a.policy for a in ServeSettings().experiment.arms] == ["ranker"]
