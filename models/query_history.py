@@ -19,17 +19,22 @@ From a user's events, each (item id, event time in seconds):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 
 
 def query_history(
     events: Iterable[tuple[str, float]], rows: Mapping[str, int], length: int
 ) -> list[tuple[int, int]]:
     """(row, time) pairs, oldest first, of what a version with item rows `rows` encodes."""
-    ordered = sorted(((int(ts), item) for item, ts in events), key=lambda e: e[0])
+    stamped = [(int(ts), item) for item, ts in events]
+    stamped.sort(key=itemgetter(0))  # stable: ties keep their order; linear when in order
     history: list[tuple[int, int]] = []
-    for ts, item in ordered:
-        row = rows.get(item)
-        if row is None or (history and history[-1][0] == row):
+    row_of = rows.get
+    previous = 0
+    for ts, item in stamped:
+        row = row_of(item)
+        if row is None or row == previous:
             continue
         history.append((row, ts))
+        previous = row
     return history[-length:] if length > 0 else []

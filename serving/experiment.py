@@ -100,6 +100,8 @@ class Experiment(BaseModel):
 
     def assign(self, user_id: str) -> ExperimentArm:
         """The user's arm (module docstring)."""
+        if len(self.arms) == 1:
+            return self.arms[0]  # the validator made its weight positive
         salt = self.salt or self.name
         best, best_score = self.arms[0], math.inf
         for arm in self.arms:

@@ -55,9 +55,11 @@ class Ordering:
     def _answer(self, batch: Batch, draft: Draft, categories: Mapping[str, str]) -> Answer:
         k = draft.request.k
         candidates = backfill(draft.candidates, draft.backfill)
-        shown = {i for i, _ in candidates[:k]}
-        new = [i for i in draft.new_items if i not in shown][: min(self._new_item_slots, k)]
-        candidates = with_new_items(candidates, new, k)
+        new: list[str] = []
+        if draft.new_items:
+            shown = {i for i, _ in candidates[:k]}
+            new = [i for i in draft.new_items if i not in shown][: min(self._new_item_slots, k)]
+            candidates = with_new_items(candidates, new, k)
         ranked = [Ranked(i, s) for i, s in candidates]
         items = apply_rules(ranked, batch.rules, categories, k, draft.pinned)
         served_at = self._clock()
