@@ -119,7 +119,11 @@ class ServeSettings(ServiceSettings):
         "reply before it blocks: Redis usually answers within tens of microseconds, and a "
         "blocking wait (sleep and wake-up) costs more CPU than that. 0 blocks at once.",
     )
-    history_length: int = Field(50, ge=1, le=1000, description="Newest events encoded.")
+    history_length: int = Field(
+        50, ge=1, le=1000, description="Newest events of the history a version reads that it "
+        "encodes (models/query_history.py); keep it equal to the trainer's context_events and "
+        "to the feature workers' sequence length, so a query is what the trainer scores.",
+    )
     torch_threads: int = Field(
         1, ge=1, le=64, description="Threads of the session encoder's inference: micro-batches "
         "are small, and more threads contend with the scorer's other work for the cores.",
