@@ -21,7 +21,7 @@ from serving.item_state_table import ItemStateTable
 from streams.feature_worker.batch import PositionedEvent
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
-from tests.integration.serving.test_read_pipeline import pipeline
+from tests.integration.serving.test_feature_reads import pipeline
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
     positioned_events,
