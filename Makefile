@@ -4,8 +4,17 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Reinstall when pyproject.toml changes.
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
+# torchrec (the sharded full retrain's engine) goes in without its dependencies: it declares an
+# unpinned fbgemm-gpu, the CUDA build, which fails to load without an NVIDIA driver and shares its
+# fbgemm_gpu/ folder with the CPU build. So the host's variant is installed here, built for the
+# torch pyproject.toml pins (2.14.x), and torchrec's pure-Python dependencies are in pyproject.toml.
+TORCHREC := torchrec==1.9.2
+NVIDIA_DRIVER := $(shell ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1' && echo yes)
+FBGEMM := $(if $(NVIDIA_DRIVER),fbgemm-gpu,fbgemm-gpu-cpu)
+OTHER_FBGEMM := $(if $(NVIDIA_DRIVER),fbgemm-gpu-cpu,fbgemm-gpu)
+FBGEMM_VERSION := 1.9.0
+# Reinstall when pyproject.toml or the pins above change.
+STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; echo $(TORCHREC) $(FBGEMM)==$(FBGEMM_VERSION)) | sha256sum | cut -c1-16)
 
 .PHONY: install demo test lint unit up down clean
 
@@ -13,6 +22,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip uninstall --quiet --yes $(OTHER_FBGEMM)
+	$(BIN)/pip install --quiet --no-deps "$(FBGEMM)==$(FBGEMM_VERSION)" "$(TORCHREC)"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
