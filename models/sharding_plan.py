@@ -18,9 +18,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torchrec.distributed.embedding import EmbeddingCollectionSharder
-from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints
 from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
-from torchrec.distributed.planner.types import PlannerError
+from torchrec.distributed.planner.types import (
+    KernelConfig,
+    PlannerError,
+    TopologyFactory,
+    TrainerConfig,
+)
 from torchrec.distributed.types import ShardingPlan, ShardingType
 
 from models.sharded_session import SessionModule
@@ -81,11 +86,11 @@ def _plan(
     module: SessionModule, world: int, device_type: str, batch_size: int,
     budget_bytes: int | None,
 ) -> SessionPlan:
-    topology = (
-        Topology(world_size=world, compute_device=device_type)
-        if budget_bytes is None
-        else Topology(world_size=world, compute_device=device_type,
-                      **{"hbm_cap" if device_type == "cuda" else "ddr_cap": budget_bytes})
+    # The budget caps the memory the tables live in: the GPU's on CUDA, the host's on CPU.
+    cap = {"hbm_cap_bytes" if device_type == "cuda" else "ddr_cap_bytes": budget_bytes}
+    topology = TopologyFactory.create_topology(
+        TrainerConfig(world_size=world, **(cap if budget_bytes is not None else {})),
+        kernel_config=KernelConfig(compute_device=device_type),
     )
     planner = EmbeddingShardingPlanner(
         topology=topology, batch_size=batch_size,
