@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from fbgemm_gpu.tbe.config import WeightDecayMode
@@ -325,8 +325,3 @@ def table_shapes(n_items: int, config: SessionTransformerConfig) -> dict[str, tu
     dim = padded_width(config.dim)
     return {"item": (n_items + 1, dim), "item_bias": (n_items + 1, BIAS_WIDTH),
             "position": (config.max_len, dim), "gap": (N_GAP_BUCKETS, dim)}
-
-
-def describe_shards(shards: list[Shard]) -> list[dict[str, Any]]:
-    return [{"table": s.table, "offsets": [s.row, s.column], "sizes": list(s.tensor.shape)}
-            for s in shards]
