@@ -72,7 +72,7 @@ class ShardedSessionTrainer(SessionTrainer):
 
     def __init__(
         self, n_items: int, config: SessionTransformerConfig, budget_bytes: int | None = None,
-        device: torch.device | None = None, tables: TableOptimizer | None = None,
+        device: torch.device | None = None,
     ) -> None:
         # SessionTrainer.__init__ would build every table whole on this process: not called.
         refuse_unsupported(config)
@@ -81,7 +81,7 @@ class ShardedSessionTrainer(SessionTrainer):
         if config.threads:
             torch.set_num_threads(config.threads)
         module = SessionModule(n_items, config)
-        apply_table_optimizer(module, tables or table_optimizer(config))
+        apply_table_optimizer(module, table_optimizer(config))
         self.plan: SessionPlan = plan_tables(
             module, dist.get_world_size(), self.device, config.batch_size, budget_bytes
         )
