@@ -90,6 +90,6 @@ class ServeMetrics:
                 self.model_version.labels(role=role, version=deployment.version).set(1)
         self.swaps.inc()
 
-    def serve(self, port: int) -> None:
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
         if port:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)

@@ -151,7 +151,7 @@ class ScorerService:
         # collection would walk them all: a 100-160 ms stop of every thread, measured as the
         # scorer's p99. Frozen, they are skipped (and each load's: serving/model_versions.py).
         gc.freeze()
-        self.metrics.serve(self.settings.metrics_port)
+        self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
         for name, loop in (("scorer-updates", self.updates_loop), ("scorer-kpis", self.kpi_loop),
                            ("scorer-catalog", self.catalog_loop)):
             self._start(name, run_loop, loop)
