@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from schemas.model_updates import ModelUpdate
 from serving.registry import Routing
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5)
@@ -34,7 +35,15 @@ class ServeMetrics:
         self.swaps = Counter("streamrec_serve_model_swaps", "Routing switches.", registry=r)
         self.updates_refused = Counter(
             "streamrec_serve_model_updates_refused",
-            "model.updates records refused: a backward move that names no rollback.", registry=r,
+            "model.updates records refused: the key names another version than the record.",
+            registry=r,
+        )
+        self.loads_rejected = Counter(
+            "streamrec_serve_model_loads_rejected",
+            "Model versions not loaded, by model and reason: bytes that differ from the "
+            "announced digest (IntegrityError), files outside the store or symlinked "
+            "(OutsideStore), missing files, a model the scorer cannot serve.",
+            ["model", "reason"], registry=r,
         )
         self.ready = Gauge(
             "streamrec_serve_ready",
@@ -52,6 +61,9 @@ class ServeMetrics:
         self.canary_decisions = Counter(
             "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
         )
+
+    def load_rejected(self, update: ModelUpdate, error: BaseException) -> None:
+        self.loads_rejected.labels(model=update.model_name, reason=type(error).__name__).inc()
 
     def routing_changed(self, routing: Routing) -> None:
         self.model_version.clear()

@@ -4,7 +4,8 @@
   rejects are dead-lettered to `rec.requests.dlq` and, when the requester can be identified,
   answered with an error response;
 - model updates: `model.updates` from the beginning (a private group per process start, so the
-  compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap);
+  compacted log rebuilds the desired versions) -> ModelRegistry (background loads, atomic swap),
+  read to its end and loaded before the first request is consumed;
 - KPIs: `kpi.metrics` (private group) -> CanaryJudge -> promotion / rollback, applied locally and
   published on `model.updates` so that every scorer and operator follows;
 - item metadata: `catalog.items` from the beginning (private group, compacted log) ->
@@ -35,7 +36,7 @@ from redis import RedisCluster
 from models.store import ModelStore
 from schemas.catalog import CatalogItem, item_key
 from schemas.kpi import KpiReport
-from schemas.model_updates import ModelUpdate
+from schemas.model_updates import ModelUpdate, parse_update_key
 from schemas.recommendations import RecommendationRequest
 from schemas.topics import (
     CATALOG_ITEMS,
@@ -64,6 +65,7 @@ from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
 from streams.features.keys import FeatureKeys
 from streams.kafka.admin import end_offsets
+from streams.kafka.catch_up import read_to_end
 from streams.kafka.consumer import BatchConsumer
 from streams.kafka.contract_loop import (
     ContractLoop,
@@ -177,12 +179,15 @@ class ScorerService:
         self.catalog = ItemCatalog()
         self._stop_refresh = threading.Event()
         self.registry = ModelRegistry(
-            _frozen_after(loader or self._load), settings.canary.share
+            settings.model_name, _frozen_after(loader or self._load), settings.canary.share
         )
+        self.registry.on_rejected = self.metrics.load_rejected
         self.judge = CanaryJudge(settings.canary)
         self._judge_lock = threading.Lock()
         self.registry.on_change = self._routing_changed
-        self.ranker = RankerSlot(ModelStore(settings.model_store))
+        self.ranker = RankerSlot(
+            ModelStore(settings.model_store), settings.ranker_name, self.metrics.load_rejected
+        )
         self.scorer = Scorer(
             self.reader,
             self.registry.snapshot,
@@ -198,7 +203,9 @@ class ScorerService:
         self.partitions: set[int] = set()
         """`rec.requests` partitions this scorer owns now."""
         self.requests_loop = self._requests_loop()
-        self.updates_loop = self._control_loop(MODEL_UPDATES.name, ModelUpdate, self._on_updates)
+        self.updates_loop = self._control_loop(
+            MODEL_UPDATES.name, ModelUpdate, self._on_updates, self._on_updates_tombstone
+        )
         self.kpi_loop = self._control_loop(KPI_METRICS.name, KpiReport, self._on_kpis)
         self.catalog_loop = self._control_loop(
             CATALOG_ITEMS.name, CatalogItem, self._on_catalog, self._on_catalog_tombstone
@@ -300,11 +307,11 @@ class ScorerService:
             self.settings.model_store,
             update.model_name,
             update.version,
+            update.sha256,
             self.settings.retrieval,
             self.settings.history_length,
             published_at=update.published_at,
             cpu_runtime=self.settings.encoder_cpu_runtime,
-            sha256=update.sha256,
         )
         # Categories and item states of the whole catalog up front, in one read, so filters
         # never wait on a cold cache and the ranking stage describes every candidate from its
@@ -377,18 +384,33 @@ class ScorerService:
             return error
 
     def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
+        rejected = []
         for envelope in batch:
-            if envelope.record.model_name == self.settings.ranker_name:
-                if self.ranker.apply(envelope.record):
-                    _freeze_long_lived()
-                else:
-                    self.metrics.updates_refused.inc()
-                continue
-            if envelope.record.model_name != self.settings.model_name:
-                continue
-            if not self.registry.apply(envelope.record):
+            record = envelope.record
+            try:
+                named = parse_update_key(envelope.key)
+            except ContractError as error:
+                named, reason = None, error
+            else:
+                reason = ContractError("SchemaViolation", "the key names another version")
+            if named != (record.model_name, record.version):
+                # Compaction keeps a version's newest record by key: a record under another
+                # version's key would displace that version's for scorers started later.
                 self.metrics.updates_refused.inc()
-        return []
+                rejected.append(RecordRejected(envelope, reason))  # type: ignore[arg-type]
+            elif record.model_name == self.settings.ranker_name:
+                if self.ranker.apply(record):
+                    _freeze_long_lived()
+            elif record.model_name == self.settings.model_name:
+                self.registry.apply(record)
+        return rejected
+
+    def _on_updates_tombstone(self, tombstone: Tombstone) -> None:
+        model_name, version = parse_update_key(tombstone.key)
+        if model_name == self.settings.ranker_name:
+            self.ranker.retire(version)
+        elif model_name == self.settings.model_name:
+            self.registry.retire(version)
 
     def _on_kpis(self, batch: list[Envelope[KpiReport]]) -> list[RecordRejected]:
         for envelope in batch:
@@ -403,7 +425,7 @@ class ScorerService:
             self.metrics.canary_decisions.labels(action=decision.action).inc()
             self.registry.apply(update)
             self.control_producer.send(
-                self.settings.kafka.topic(MODEL_UPDATES), update.model_name, update
+                self.settings.kafka.topic(MODEL_UPDATES), update.log_key, update
             )
         return []
 
@@ -426,26 +448,6 @@ class ScorerService:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def bootstrap_from_store(self) -> None:
-        """Serve the store's newest version until model.updates says otherwise."""
-        store = ModelStore(self.settings.model_store)
-        latest = store.latest(self.settings.model_name)
-        if latest is None:
-            logger.info("no model in store=%s; serving popularity", self.settings.model_store)
-            return
-        version = str(latest)
-        folder = self.settings.model_store / self.settings.model_name / version
-        self.registry.apply(
-            ModelUpdate(
-                model_name=self.settings.model_name,
-                version=version,
-                kind="full",
-                sha256=store.digest(self.settings.model_name, version),
-                published_at=(folder / "manifest.json").stat().st_mtime,
-                note="bootstrap from the model store",
-            )
-        )
-
     def start(self) -> None:
         # torch, faiss and friends leave ~250k long-lived objects behind; every full (gen 2)
         # collection would walk them all: a 100-160 ms stop of every thread, measured as the
@@ -459,6 +461,7 @@ class ScorerService:
         ):
             self._start_loop(name, loop)
         self._catch_up_catalog()
+        self._catch_up_models()
         self._refresh_config_once()  # the first requests see the rules and popularity
         self._start_loop("scorer-requests", self.requests_loop)
         self.metrics.ready.set(1)
@@ -496,6 +499,17 @@ class ScorerService:
             time.sleep(0.05)
         logger.info("catalog caught up items=%d seconds=%.2f", len(self.catalog),
                     time.monotonic() - started)
+
+    def _catch_up_models(self) -> None:
+        """Reads model.updates to its end and loads what it names before the first request: a
+        scorer that answered earlier could answer with a version the log has rolled back."""
+        started = time.monotonic()
+        timeout_s = self.settings.model_catch_up_s
+        topic = self.settings.kafka.topic(MODEL_UPDATES)
+        if read_to_end(self.updates_loop, self.settings.kafka, topic, timeout_s):
+            left = max(0.0, timeout_s - (time.monotonic() - started))
+            if not self.registry.wait_until_settled(left):
+                logger.warning("models not loaded before serving waited_s=%.1f", timeout_s)
 
     def healthy(self) -> bool:
         """Every loop thread still runs (a crashed loop must bring the process down, so that

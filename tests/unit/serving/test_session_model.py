@@ -39,7 +39,10 @@ def test_a_stored_checkpoint_loads_into_a_bundle_that_encodes_and_searches(
     tmp_path: Path,
 ) -> None:
     stored(tmp_path, with_ranker=False)
-    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    bundle = load_session_bundle(
+        tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"), RetrievalConfig(kind="flat"),
+        20,
+    )
     assert len(bundle.index) == len(ITEMS)  # rows without an id are not indexed
     queries = bundle.recommender.encode([[(1, 100.0), (2, 160.0)], [(3, 100.0)]])
     _scores, ids = bundle.index.search(queries, 10)
@@ -50,7 +53,10 @@ def test_a_stored_checkpoint_loads_into_a_bundle_that_encodes_and_searches(
 
 def test_a_stored_ranker_reorders_the_filtered_candidates(tmp_path: Path) -> None:
     stored(tmp_path, with_ranker=True)
-    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    bundle = load_session_bundle(
+        tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"), RetrievalConfig(kind="flat"),
+        20,
+    )
     assert bundle.ranker is not None
     routing = Routing(Deployment(update("1.0"), bundle, since=0.0))
     reader = FakeReader({"u": context("u", ["i1", "i2"])})
