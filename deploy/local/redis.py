@@ -39,10 +39,17 @@ def ensure_installed() -> str:
 
 def write_acl_file(settings: LocalStackSettings, directory: Path) -> Path:
     """The service users (deploy/local/redis_acl.py) with this stack's passwords, mode 0600."""
-    passwords = ensure_passwords(settings.secrets_dir)
+    return write_acl(directory, ensure_passwords(settings.secrets_dir))
+
+
+def write_acl(directory: Path, passwords: dict[str, str]) -> Path:
+    """`users.acl` in `directory` for these passwords (hashed), replaced whole, mode 0600."""
     acl = directory / "users.acl"
-    acl.write_text(acl_file_text(passwords))
-    acl.chmod(0o600)
+    staging = directory / "users.acl.new"
+    staging.unlink(missing_ok=True)
+    staging.touch(mode=0o600)
+    staging.write_text(acl_file_text(passwords))
+    staging.rename(acl)
     return acl
 
 
