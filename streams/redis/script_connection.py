@@ -84,6 +84,9 @@ class _Replies(asyncio.Protocol):
             future = self.waiting.popleft()
             if not future.done():
                 future.set_exception(error)
+                # Marked as seen: a pipeline that already raised for an earlier call of the
+                # lot never awaits the rest, and asyncio would log each as never retrieved.
+                future.exception()
 
 
 OnConnect = Callable[[Callable[..., Awaitable[Any]]], Awaitable[None]]
