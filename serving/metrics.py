@@ -47,7 +47,8 @@ class ServeMetrics:
         )
         self.ready = Gauge(
             "streamrec_serve_ready",
-            "1 once the scorer has read catalog.items to its end and consumes requests.",
+            "1 once the scorer has read catalog.items and model.updates to their ends, loaded "
+            "the versions the log names, and consumes requests.",
             registry=r,
         )
         self.catalog_items = Gauge(

@@ -73,7 +73,12 @@ def server_config(
         # effects make the AOF grow ~1.2 KB per event of live traffic, so the default 64 MB
         # threshold would rewrite every ~50 s at 1,000 events/s; at 512 MB it is every ~7
         # minutes (every ~85 s at 5,000 events/s: docs/operations.md says when to raise it).
+        # The rewrite also bounds a restart: Redis loads the RDB base (fast) and replays the
+        # incremental file, which a rewrite keeps under the larger of 512 MB and the base's
+        # size (growth of 100% over the base), whatever the traffic.
         "auto-aof-rewrite-min-size 512mb",
+        "auto-aof-rewrite-percentage 100",
+        "aof-use-rdb-preamble yes",
         'save ""',
         f"maxmemory {settings.redis_maxmemory_mb}mb",
         # Features must never vanish silently: refuse writes instead of evicting.
