@@ -92,4 +92,4 @@ def rotate_credentials(
                   f"{', '.join(done.redis_servers) or 'no running server'})")
     if done.broker_restarted:
         console.print("kafka broker: rotated, broker restarted")
-    console.print("restart the services now: open connections keep their old logins")
+    console.print("restart the services now: they read the new passwords at start")

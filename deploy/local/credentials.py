@@ -10,8 +10,9 @@
   current password), then the files in the secrets folder are replaced.
 
 A credential is changed on the server before its file, so a failure leaves the files naming the
-passwords the servers still accept. Connections already open stay logged in: restart the
-services afterwards, so that a leaked password is of no use to anyone still connected with it.
+passwords the servers still accept. Kafka connections already open stay logged in, Redis logs
+out the users it reloads: restart the services afterwards, so that they read the new passwords
+and a leaked one is of no use to anyone still connected with it.
 """
 
 from __future__ import annotations
