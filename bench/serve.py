@@ -282,7 +282,7 @@ def _scorer(kafka: KafkaConnection, key_prefix: str, store: Path, log: Path) -> 
         "STREAMREC_REQUESTS_OFFSET_RESET": "earliest",
         "STREAMREC_METRICS_PORT": str(port),
     }
-    command = [sys.executable, "-m", "cli", "serve", "--no-bootstrap"]
+    command = [sys.executable, "-m", "cli", "serve"]
     with open(log, "ab") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=out)
     return process, port
@@ -313,10 +313,10 @@ def _publish_model(kafka: KafkaConnection, store_root: Path) -> ModelUpdate:
         model_name=MODEL, version="1.0", kind="full",
         sha256=ModelStore(store_root).digest(MODEL, "1.0"), published_at=time.time(),
     )
-    producer.send(kafka.topic(MODEL_UPDATES), MODEL, update)
+    producer.send(kafka.topic(MODEL_UPDATES), update.log_key, update)
     # The ranking stage serves a ranker the gate promoted (bench.ranker), not random weights.
     ranker = train_bench_ranker(ModelStore(store_root), time.time())
-    producer.send(kafka.topic(MODEL_UPDATES), ranker.model_name, ranker)
+    producer.send(kafka.topic(MODEL_UPDATES), ranker.log_key, ranker)
     producer.flush()
     return ranker
 

@@ -40,6 +40,24 @@ def kafka(
     )
 
 
+@app.command("aof-reload")
+def aof_reload(
+    json_path: Path = typer.Option(
+        Path("bench/results/aof_reload.json"), "--json", help="Output JSON."
+    ),
+    aof_mb: int = typer.Option(
+        480, min=16, help="Incremental AOF to reach before the restart (the local stack "
+        "rewrites past 512 MB)."
+    ),
+    users: int = typer.Option(200_000, min=1, help="Distinct users of the generated events."),
+    items: int = typer.Option(20_000, min=10, help="Items of the generated events."),
+) -> None:
+    """Redis's reload time from its AOF at the rewrite threshold, and after a rewrite."""
+    from bench.aof_reload import run
+
+    run(json_path, aof_mb=aof_mb, users=users, items=items)
+
+
 @app.command("encoder")
 def encoder(
     json_path: Path = typer.Option(

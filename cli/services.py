@@ -89,17 +89,14 @@ def archive(
         raise typer.Exit(3)
 
 
-def serve(
-    bootstrap: bool = typer.Option(
-        True, help="Serve the model store's newest version until model.updates says otherwise."
-    ),
-) -> None:
+def serve() -> None:
     """Run one scorer: rec.requests -> retrieval, filtering, ranking, ordering -> rec.responses.
-    Start more with the same group id to share the load."""
+    It serves the versions model.updates names, each verified against the digest announced
+    for it. Start more with the same group id to share the load."""
     from serving.process import run_scorer
     from serving.settings import ServeSettings
 
-    run_scorer(ServeSettings(), bootstrap)
+    run_scorer(ServeSettings())
 
 
 def monitor() -> None:

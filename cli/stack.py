@@ -66,3 +66,30 @@ def client_config(
 
     kafka = ServiceSettings().kafka.as_principal(principal)
     typer.echo(json.dumps(kafka.client_config(), indent=2))
+
+
+credentials_app = typer.Typer(help="The local stack's generated credentials.")
+
+
+@credentials_app.command("rotate")
+def rotate_credentials(
+    only: list[str] = typer.Option(
+        [], "--only", help="Rotate just this credential (repeatable): a Kafka principal or a "
+        "Redis user; `admin` names both. Default: all."
+    ),
+    broker: bool = typer.Option(
+        False, "--broker", help="Also the broker's own credential: restarts the local Kafka."
+    ),
+) -> None:
+    """New random passwords for every Kafka principal (SCRAM, on the broker) and Redis ACL user
+    (ACL file reloaded on every local Redis), admin included, written to the secrets folder;
+    then restart the services, so that nobody stays connected with an old password."""
+    from deploy.local.credentials import rotate_all
+
+    done = rotate_all(LocalStackSettings(), only, broker)
+    console.print(f"kafka: {', '.join(done.kafka) or '-'}")
+    console.print(f"redis: {', '.join(done.redis) or '-'} (reloaded on "
+                  f"{', '.join(done.redis_servers) or 'no running server'})")
+    if done.broker_restarted:
+        console.print("kafka broker: rotated, broker restarted")
+    console.print("restart the services now: they read the new passwords at start")

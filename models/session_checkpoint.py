@@ -96,9 +96,10 @@ def save_session_model(
 
 
 def load_session_model(
-    store: ModelStore, name: str, version: str | None = None, sha256: str | None = None
+    store: ModelStore, name: str, version: str, sha256: str
 ) -> SessionCheckpoint:
-    """Rebuilds the stored modules (delta chains resolved, and digests checked, by the store)."""
+    """Rebuilds the stored modules of the version whose digest is `sha256` (delta chains
+    resolved, and digests checked, by the store)."""
     tensors, manifest = store.load(name, version, sha256)
     known = set(SessionTransformerConfig.model_fields)
     config = SessionTransformerConfig(**{k: v for k, v in manifest.config.items() if k in known})

@@ -12,15 +12,21 @@ Loading a delta loads the parent chain first, then scatters the rows (growing a 
 delta added rows). Full retrains bump the major version, incremental updates the minor one.
 
 Every version has a **digest**: the sha256 of its weights file followed by its manifest file.
-Announcements carry it and the reader checks it before it uses a byte (``load(...,
-sha256=...)``); a delta's manifest records its parent's digest, so one checked digest vouches for
-the whole chain, as in a hash chain. Whatever else sits in a model's folder (staging folders of an
-interrupted write, stray files) is never taken for a version.
+Announcements carry it and every load checks it before it uses a byte (``load(name, version,
+sha256)``: there is no unchecked load); a delta's manifest records its parent's digest, so one
+checked digest vouches for the whole chain, as in a hash chain. A version is read only from a
+real folder of the store holding real files: a symlink or a path that resolves outside the
+store is refused (:class:`OutsideStore`), whatever its bytes.
+
+Whatever else sits in a model's folder (staging folders of an interrupted write, empty or partial
+version folders, symlinks, stray files) is never taken for a version (``versions``), and never
+blocks a write: a new version is numbered past every name that looks like one
+(``next_version``).
 
 API: ``ModelStore(root)``; ``save_full(name, tensors, manifest)``;
-``save_delta(name, parent, changed_rows, dense, manifest)``; ``load(name, version=None,
-sha256=None)`` -> ``(tensors, manifest)``; ``digest(name, version)``; ``versions(name)``;
-``latest(name)``.
+``save_delta(name, parent, changed_rows, dense, manifest)``; ``load(name, version, sha256)`` ->
+``(tensors, manifest)``; ``digest(name, version)``; ``versions(name)``; ``latest(name)``;
+``next_version(name, major=...)``.
 """
 
 from __future__ import annotations
@@ -28,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import shutil
 import time
 from pathlib import Path
@@ -39,17 +44,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save_file
 
-from schemas.model_updates import version_key
+from schemas.model_updates import MODEL_NAME_RE, VERSION_RE, version_key
 
 log = logging.getLogger(__name__)
 WEIGHTS = "weights.safetensors"
 MANIFEST = "manifest.json"
 ROWS, VALUES = ".rows", ".values"
-_VERSION_NAME = re.compile(r"[0-9]{1,6}\.[0-9]{1,9}")
 
 
 class IntegrityError(ValueError):
     """A stored version's bytes are not the ones its announcement or child vouched for."""
+
+
+class OutsideStore(IntegrityError):
+    """A version's folder or files are symlinks, or resolve outside the store."""
 
 
 class Version(BaseModel):
@@ -97,28 +105,41 @@ class ModelStore:
         self.root = root
 
     def versions(self, name: str) -> list[Version]:
-        folder = self.root / name
-        if not folder.exists():
-            return []
-        found = [
-            Version.parse(p.name)
-            for p in folder.iterdir()
-            if _VERSION_NAME.fullmatch(p.name) and (p / MANIFEST).is_file()
-        ]
-        return sorted(found, key=Version.key)
+        """Complete versions: real folders named like a version, holding both files."""
+        return sorted(
+            (v for p in self._named_like_versions(name)
+             if str(v := Version.parse(p.name)) == p.name and self._complete(name, p.name)),
+            key=Version.key,
+        )
 
     def latest(self, name: str) -> Version | None:
         versions = self.versions(name)
         return versions[-1] if versions else None
 
     def next_version(self, name: str, *, major: bool) -> Version:
-        """The version a new full (``major=True``) or incremental checkpoint should get."""
-        last = self.latest(name)
-        if last is None:
+        """The version a new full (``major=True``) or incremental checkpoint should get: past
+        every name that looks like a version, complete or not, so that no leftover (an empty
+        or partial folder, a symlink) ever stands in a publication's way."""
+        taken = [Version.parse(p.name) for p in self._named_like_versions(name)]
+        if not taken:
             return Version(major=1, minor=0)
+        last = max(taken, key=Version.key)
         if major:
             return Version(major=last.major + 1, minor=0)
         return Version(major=last.major, minor=last.minor + 1)
+
+    def _named_like_versions(self, name: str) -> list[Path]:
+        folder = self.root / _checked_name(name)
+        if not folder.is_dir():
+            return []
+        return [p for p in folder.iterdir() if VERSION_RE.fullmatch(p.name)]
+
+    def _complete(self, name: str, version: str) -> bool:
+        try:
+            self._files(name, version)
+        except (OSError, IntegrityError):
+            return False
+        return True
 
     def save_full(self, name: str, tensors: dict[str, torch.Tensor], manifest: Manifest) -> Path:
         return self._write(name, _contiguous(tensors), manifest.model_copy(update={"kind": "full"}))
@@ -148,7 +169,7 @@ class ModelStore:
 
     def _write(self, name: str, tensors: dict[str, torch.Tensor], manifest: Manifest) -> Path:
         final = self.root / name / manifest.version
-        if final.exists():
+        if final.exists() or final.is_symlink():
             raise FileExistsError(f"{name} {manifest.version} already stored")
         staging = final.with_name(f".{manifest.version}.tmp")
         # One writer per model: any staging folder here is what an interrupted write left.
@@ -167,22 +188,20 @@ class ModelStore:
         return _digest(weights, manifest)
 
     def load(
-        self, name: str, version: str | None = None, sha256: str | None = None
+        self, name: str, version: str, sha256: str
     ) -> tuple[dict[str, torch.Tensor], Manifest]:
-        """Tensors and manifest of ``version`` (default: latest), resolving delta chains.
-        With ``sha256``, the version must have that digest (else :class:`IntegrityError`)."""
-        chosen = version or (str(v) if (v := self.latest(name)) else None)
-        if chosen is None:
-            raise FileNotFoundError(f"no versions of {name} under {self.root}")
-        weights, raw_manifest = self._read(name, chosen)
-        if sha256 is not None and _digest(weights, raw_manifest) != sha256:
-            raise IntegrityError(f"{name} {chosen}: digest differs from the announced one")
+        """Tensors and manifest of ``version``, resolving delta chains; its digest must be
+        ``sha256`` (else :class:`IntegrityError`), and each parent's the one its child's
+        manifest records."""
+        weights, raw_manifest = self._read(name, version)
+        if _digest(weights, raw_manifest) != sha256:
+            raise IntegrityError(f"{name} {version}: digest differs from the announced one")
         manifest = Manifest.model_validate(json.loads(raw_manifest))
         stored = load_bytes(weights)
         if manifest.kind == "full":
             return stored, manifest
-        if manifest.parent is None:
-            raise ValueError(f"delta {name} {chosen} has no parent")
+        if manifest.parent is None or manifest.parent_sha256 is None:
+            raise IntegrityError(f"delta {name} {version} names no parent and its digest")
         tensors, _ = self.load(name, manifest.parent, manifest.parent_sha256)
         for key in manifest.row_tensors:
             tensors[key] = _scatter_rows(tensors.get(key), stored.pop(key + ROWS),
@@ -191,10 +210,33 @@ class ModelStore:
         return tensors, manifest
 
     def _read(self, name: str, version: str) -> tuple[bytes, bytes]:
-        if not _VERSION_NAME.fullmatch(version):
+        weights, manifest = self._files(name, version)
+        return weights.read_bytes(), manifest.read_bytes()
+
+    def _files(self, name: str, version: str) -> tuple[Path, Path]:
+        """The version's weights and manifest, if both are real files of a real folder inside
+        the store (OutsideStore otherwise; FileNotFoundError when one is missing)."""
+        if not VERSION_RE.fullmatch(version):
             raise ValueError(f"not a version: {version!r}")
-        folder = self.root / name / version
-        return (folder / WEIGHTS).read_bytes(), (folder / MANIFEST).read_bytes()
+        root = self.root.resolve(strict=True)
+        folder = self.root / _checked_name(name) / version
+        expected = root / name / version
+        if folder.is_symlink() or folder.resolve(strict=True) != expected:
+            raise OutsideStore(f"{name} {version}: the folder is not the store's own")
+        files = folder / WEIGHTS, folder / MANIFEST
+        for path in files:
+            if path.is_symlink() or path.resolve(strict=True) != expected / path.name:
+                raise OutsideStore(f"{name} {version}: {path.name} is not the store's own")
+            if not path.is_file():
+                raise FileNotFoundError(f"{name} {version}: {path.name} is not a file")
+        return files
+
+
+def _checked_name(name: str) -> str:
+    if not MODEL_NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"not a model name: {name!r}")
+    return name
+
 
 def _scatter_rows(
     base: torch.Tensor | None, rows: torch.Tensor, values: torch.Tensor

@@ -5,10 +5,13 @@ On start the trainer loads the newest checkpoint and seeks its partitions to the
 only work done after the checkpoint, and that work is redone exactly once.
 Writes go to a staging folder renamed into place, so a crash mid-write leaves the previous
 checkpoint intact; a crash between the renames leaves it under its old name, restored on open.
+The state file records the digests of the weights and optimizer files, and a load checks them
+(IntegrityError): a checkpoint whose bytes changed on disk is never resumed from.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -19,6 +22,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from models.store import IntegrityError
 from online_trainer.histories import UserHistories
 from online_trainer.ledger import OffsetLedger
 from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
@@ -38,6 +42,8 @@ class TrainerState:
     """partition -> next offset to train."""
     ledger: OffsetLedger = field(default_factory=OffsetLedger)
     serving_version: str | None = None
+    serving_sha256: str | None = None
+    """The digest this trainer announced for `serving_version`: what a resume checks."""
     batches: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -47,6 +53,7 @@ class CheckpointStore:
         self.root = root
         self.current = root / "checkpoint"
         self.previous = root / "checkpoint.old"
+        self.rejected = root / "checkpoint.rejected"
         self._recover()
 
     def exists(self) -> bool:
@@ -77,9 +84,11 @@ class CheckpointStore:
         (staging / _STATE).write_text(
             json.dumps(
                 {
+                    "digests": {name: _file_digest(staging / name) for name in _DIGESTED},
                     "offsets": {str(p): o for p, o in state.offsets.items()},
                     "ledger": state.ledger.to_state(),
                     "serving_version": state.serving_version,
+                    "serving_sha256": state.serving_sha256,
                     "batches": state.batches,
                     "metrics": state.metrics,
                     "items": items.mapping(),
@@ -99,10 +108,15 @@ class CheckpointStore:
     ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
         folder = self.current
         raw = json.loads((folder / _STATE).read_text())
+        digests = raw.get("digests", {})
+        for name in _DIGESTED:
+            if _file_digest(folder / name) != digests.get(name):
+                raise IntegrityError(f"checkpoint {name} differs from its recorded digest")
         state = TrainerState(
             offsets={int(p): int(o) for p, o in raw["offsets"].items()},
             ledger=OffsetLedger.from_state(raw["ledger"]),
             serving_version=raw["serving_version"],
+            serving_sha256=raw.get("serving_sha256"),
             batches=raw["batches"],
             metrics=raw["metrics"],
         )
@@ -114,3 +128,21 @@ class CheckpointStore:
             UserHistories.from_state(raw["histories"], max_len, max_users),
             state,
         )
+
+    def set_aside(self) -> None:
+        """Moves a checkpoint that failed its check out of the way (kept for inspection, the
+        one before it replaced): the trainer then starts as without a checkpoint."""
+        shutil.rmtree(self.rejected, ignore_errors=True)
+        self.current.rename(self.rejected)
+        logger.warning("checkpoint set aside root=%s", self.rejected)
+
+
+_DIGESTED = (_WEIGHTS, _OPTIMIZER)
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

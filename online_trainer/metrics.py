@@ -42,6 +42,13 @@ _RANKER_GAIN = Gauge(
     "Held-back graded NDCG@10 of the ranker minus retrieval order at the last gate run.",
 )
 _VERSION = Gauge("streamrec_trainer_serving_version_info", "Last published version.", ["version"])
+_REJECTED = Counter(
+    "streamrec_trainer_loads_rejected_total",
+    "What the trainer refused to resume from, by what (its checkpoint, the serving version it "
+    "announced) and reason (bytes that differ from the recorded digest, files outside the "
+    "store, missing files).",
+    ["what", "reason"],
+)
 
 
 class TrainerMetrics:
@@ -66,6 +73,9 @@ class TrainerMetrics:
         gain = decision.ranker_ndcg - decision.retrieval_ndcg
         if not math.isnan(gain):
             _RANKER_GAIN.set(gain)
+
+    def observe_rejected(self, what: str, error: BaseException) -> None:
+        _REJECTED.labels(what, type(error).__name__).inc()
 
     def observe_publication(self, publication: Publication, ingest_times: list[float]) -> None:
         _PUBLISHED.labels(publication.kind).inc()

@@ -2,8 +2,10 @@
 
 A delta carries only the rows that differ from the serving version (plus the small dense
 weights); when most rows changed — as a full softmax makes them — a full checkpoint is cheaper
-to load and is published instead. Rollback is one step: publish a `ModelUpdate` that points the
-scorer back at an earlier version (`rollback`).
+to load and is published instead. Rollback is one record: the version's own, restated as
+`rolled_back` (`roll_back`); scorers then serve the newest earlier serving version
+(schemas/model_log.py). `retire` deletes the keys of versions past the fallbacks the log keeps,
+so the compacted topic stays bounded.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import torch
 from models.session_checkpoint import changed_rows, delta_parts, row_count
 from models.store import Manifest, ModelStore
 from schemas import ModelUpdate, TrainingWindow
+from schemas.model_log import ModelLog
+from schemas.model_updates import update_key
 from schemas.topics import MODEL_UPDATES
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Publication:
@@ -31,6 +36,8 @@ class Publication:
     location: str
     changed_rows: int
     published_at: float
+    update: ModelUpdate
+    """The record announcing it."""
 
 
 class Publisher:
@@ -69,21 +76,18 @@ class Publisher:
             path = self.store.save_delta(self.model_name, parent[0], rows, dense, manifest)
             kind = "delta"
         published_at = time.time()
-        self.producer.send(
-            self.topic,
-            self.model_name,
-            ModelUpdate(
-                model_name=self.model_name,
-                version=version,
-                kind="delta" if kind == "delta" else "full",
-                base_version=parent[0] if kind == "delta" and parent else None,
-                stage=self.stage,
-                sha256=self.store.digest(self.model_name, version),
-                metrics={k: float(v) for k, v in manifest.metrics.items()},
-                window=window,
-                published_at=published_at,
-            ),
+        update = ModelUpdate(
+            model_name=self.model_name,
+            version=version,
+            kind="delta" if kind == "delta" else "full",
+            base_version=parent[0] if kind == "delta" and parent else None,
+            stage=self.stage,
+            sha256=self.store.digest(self.model_name, version),
+            metrics={k: float(v) for k, v in manifest.metrics.items()},
+            window=window,
+            published_at=published_at,
         )
+        self.producer.send(self.topic, update.log_key, update)
         self.producer.flush()
         logger.info(
             "published model=%s version=%s kind=%s rows=%d",
@@ -92,26 +96,26 @@ class Publisher:
             kind,
             n_changed,
         )
-        return Publication(version, kind, str(path), n_changed, published_at)
+        return Publication(version, kind, str(path), n_changed, published_at, update)
 
-    def rollback(self, to_version: str, from_version: str, note: str) -> ModelUpdate:
-        """Point every scorer back from `from_version` to an earlier stored version, in one
-        record (scorers ignore a backward move that does not name the version it replaces)."""
-        _, manifest = self.store.load(self.model_name, to_version)
-        update = ModelUpdate(
-            model_name=self.model_name,
-            version=to_version,
-            kind="full",
-            stage="serving",
-            sha256=self.store.digest(self.model_name, to_version),
-            rollback_from=from_version,
-            metrics=dict(manifest.metrics),
-            published_at=time.time(),
-            note=f"rollback: {note}"[:2048],
+    def roll_back(self, announced: ModelUpdate, note: str) -> ModelUpdate:
+        """Takes a version out of service for good, on every scorer: its own record, restated
+        as `rolled_back` (scorers fall back to the newest earlier serving version)."""
+        update = announced.model_copy(
+            update={"stage": "rolled_back", "note": f"rollback: {note}"[:2048]}
         )
-        self.producer.send(self.topic, self.model_name, update)
+        self.producer.send(self.topic, update.log_key, update)
         self.producer.flush()
-        logger.warning(
-            "rolled back model=%s from=%s to=%s", self.model_name, from_version, to_version
-        )
+        logger.warning("rolled back model=%s version=%s", update.model_name, update.version)
         return update
+
+    def retire(self, log: ModelLog, model_name: str) -> list[str]:
+        """Tombstones for the versions no serving state can reach again (`log.retirable`)."""
+        retired = log.retirable(model_name)
+        for version in retired:
+            self.producer.send_raw(self.topic, update_key(model_name, version), None)
+            log.retire(model_name, version)
+        if retired:
+            self.producer.flush()
+            logger.info("retired model=%s versions=%s", model_name, ",".join(retired))
+        return retired

@@ -3,6 +3,10 @@
 Liveness: librdkafka heartbeats from its own thread, and a full retrain runs in a background
 thread while the main loop keeps polling with the partitions paused, so a long retrain never
 exceeds max.poll.interval.ms nor triggers a rebalance.
+
+The trainer follows `model.updates` too (from the beginning at each start, as the scorers do):
+what serves is the log's, canary decisions included, and a rollback reads the log to its end
+first, so it takes out the version that serves and returns to the one the scorers fall back to.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
@@ -22,15 +27,19 @@ from online_trainer.retrain import Mode, RetrainResult, full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from online_trainer.window import retrain_window_events
-from schemas import InteractionEvent
+from schemas import InteractionEvent, ModelUpdate
+from schemas.model_updates import parse_update_key
 from schemas.ranker_examples import RankerExample
 from schemas.topics import INTERACTIONS, MODEL_UPDATES, RANKER_EXAMPLES
+from streams.kafka.catch_up import read_to_end
 from streams.kafka.consumer import BatchConsumer
-from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected
+from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected, Tombstone
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
+
+_LOG_CATCH_UP_S = 30.0
 
 
 class TrainerService:
@@ -81,6 +90,7 @@ class TrainerService:
             min_lists=settings.ranker_min_lists,
         )
         self.ranker_loop = self._ranker_loop() if settings.ranker_enabled else None
+        self.updates_loop = self._updates_loop()
         self._retrain: threading.Thread | None = None
         self._scheduled: RetrainWindow | None = None
         self._retrain_result: RetrainResult | None = None
@@ -110,6 +120,28 @@ class TrainerService:
             max_future_skew_s=self.settings.max_future_skew_s,
         )
 
+    def _updates_loop(self) -> ContractLoop[ModelUpdate]:
+        # A fresh group per start: the whole (compacted) log is read again. A secondary reader:
+        # the scorers dead-letter what is invalid, the trainer only counts it.
+        group = f"{self.settings.group_id}.model-updates.{uuid.uuid4().hex[:12]}"
+        topic = self.settings.kafka.topic(MODEL_UPDATES)
+        consumer = BatchConsumer(self.settings.kafka, group, [topic], auto_offset_reset="earliest")
+        return ContractLoop(
+            consumer, ModelUpdate, self._on_updates, self.producer, None,
+            batch_size=100, batch_timeout_s=0.0,
+            max_future_skew_s=self.settings.max_future_skew_s, on_tombstone=self._on_retired,
+        )
+
+    def _on_updates(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
+        for envelope in batch:
+            record = envelope.record
+            if envelope.key == record.log_key.encode():  # the scorers refuse the others
+                self.trainer.log.apply(record)
+        return []
+
+    def _on_retired(self, tombstone: Tombstone) -> None:
+        self.trainer.log.retire(*parse_update_key(tombstone.key))
+
     def _on_ranker_examples(
         self, batch: list[Envelope[RankerExample]]
     ) -> list[RecordRejected]:
@@ -118,7 +150,10 @@ class TrainerService:
             self.trainer.metrics.observe_ranker_gate(step.decision)
         if step.update is not None:
             topic = self.settings.kafka.topic(MODEL_UPDATES)
-            self.producer.send(topic, step.update.model_name, step.update)
+            self.producer.send(topic, step.update.log_key, step.update)
+            self.trainer.log.apply(step.update)
+            if self.trainer.publisher is not None:
+                self.trainer.publisher.retire(self.trainer.log, step.update.model_name)
         rejected = {id(example): error for example, error in step.rejected}
         return [
             RecordRejected(e, rejected[id(e.record)])  # type: ignore[arg-type]
@@ -148,6 +183,7 @@ class TrainerService:
         idle_since = time.monotonic()
         while not stop.is_set():
             consumed = self.loop.run_once()
+            self.updates_loop.run_once()
             if self.ranker_loop is not None:
                 consumed += self.ranker_loop.run_once()
             if not consumed:
@@ -168,6 +204,7 @@ class TrainerService:
         # last checkpoint is the state that is known to be consistent with its offsets.
         self.producer.flush()
         self.consumer.close()
+        self.updates_loop.consumer.close()
         if self.ranker_loop is not None:
             self.ranker_loop.consumer.close()
         self.alerts.close()
@@ -185,8 +222,15 @@ class TrainerService:
                 self.alerts.hold(message)
                 continue
             if alert.suggested_action == "rollback" and alert.model_version is not None:
+                self._read_model_updates()
                 self.trainer.roll_back(alert.model_version, f"{alert.detector} on {alert.metric}")
             self.alerts.done(message)
+
+    def _read_model_updates(self) -> None:
+        """model.updates to its end on this thread: a rollback must act on what serves now."""
+        loop = self.updates_loop
+        topic = self.settings.kafka.topic(MODEL_UPDATES)
+        read_to_end(loop, self.settings.kafka, topic, _LOG_CATCH_UP_S, wait=loop.run_once)
 
     def _schedule_retrain(self, change_started_at: float | None, delay_s: float = 0.0) -> None:
         """The first alert of a drift plans the retrain; alerts of the same drift that come

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from models.session_checkpoint import session_manifest
 from models.session_config import SessionTransformerConfig
-from models.store import ModelStore, Version
+from models.store import IntegrityError, ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.gate import GateDecision, ValidationGate
 from online_trainer.ledger import OffsetLedger
@@ -26,6 +26,7 @@ from online_trainer.retrain import RetrainResult
 from online_trainer.settings import TrainSettings
 from online_trainer.vocabulary import IdVocabulary
 from schemas import InteractionEvent, TrainingWindow
+from schemas.model_log import ModelLog
 from streams.kafka.contract_loop import Envelope, RecordRejected
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,9 @@ class OnlineTrainer:
         self.clock = clock
         self.checkpoints = CheckpointStore(settings.state_dir)
         self.store = ModelStore(settings.store_dir)
+        self.log = ModelLog()
+        """What model.updates says (the service follows the topic; this trainer's own records
+        are applied as it sends them): where a rollback returns to."""
         self.metrics = TrainerMetrics()
         self.running = RunningMetrics(window=settings.gate_window_events)
         self.gate = ValidationGate(
@@ -83,9 +87,17 @@ class OnlineTrainer:
     # -- state ------------------------------------------------------------------------------
 
     def _restore(self) -> None:
-        tensors, optimizer, items, histories, state = self.checkpoints.load(
-            self.config.max_len, self.settings.max_users, self.settings.item_limits()
-        )
+        try:
+            tensors, optimizer, items, histories, state = self.checkpoints.load(
+                self.config.max_len, self.settings.max_users, self.settings.item_limits()
+            )
+        except IntegrityError as error:
+            # A checkpoint whose bytes are not the ones it recorded is never trained on: set
+            # aside, the trainer starts as without one (from `start_from`).
+            logger.error("checkpoint rejected error=%s detail=%s", type(error).__name__, error)
+            self.metrics.observe_rejected("checkpoint", error)
+            self.checkpoints.set_aside()
+            return
         self.model = OnlineModel(
             self.config, items, histories, self.settings.max_users, self.settings.context_events
         )
@@ -93,7 +105,7 @@ class OnlineTrainer:
         self.model.trainer.optimizer.load_state_dict(optimizer)
         self.state = state
         if state.serving_version:
-            self.serving = self._load_version(state.serving_version)
+            self.serving = self._verified_version(state.serving_version, state.serving_sha256)
         logger.info(
             "restored checkpoint batches=%d offsets=%s serving=%s",
             state.batches,
@@ -105,13 +117,26 @@ class OnlineTrainer:
         s = self.settings
         model.tune_online(s.train_context_events, s.online_lr, s.online_item_lr)
 
-    def _load_version(self, version: str) -> OnlineModel:
-        tensors, _manifest = self.store.load(self.settings.model_name, version)
-        twin = self.model.frozen_copy()
-        twin.load_tensors(tensors)
-        # The id space moved on since that version: rows it never had are grown (untrained).
-        twin.ensure_capacity()
-        return twin
+    def _verified_version(self, version: str, sha256: str | None) -> OnlineModel | None:
+        """The stored version whose bytes match the digest announced for it; None (logged and
+        counted) when they do not, or nothing vouches for them: the gate then has no serving
+        baseline, and the next publication is a full version."""
+        if sha256 is None:
+            error: Exception = IntegrityError(f"no announced digest for {version}")
+        else:
+            try:
+                tensors, _manifest = self.store.load(self.settings.model_name, version, sha256)
+            except (IntegrityError, OSError, ValueError) as failure:
+                error = failure
+            else:
+                twin = self.model.frozen_copy()
+                twin.load_tensors(tensors)
+                # The id space moved on since that version: rows it never had are grown.
+                twin.ensure_capacity()
+                return twin
+        logger.error("stored version rejected version=%s error=%s", version, type(error).__name__)
+        self.metrics.observe_rejected("serving_version", error)
+        return None
 
     def checkpoint(self) -> None:
         self.checkpoints.save(
@@ -239,11 +264,14 @@ class OnlineTrainer:
                 start=self._pending.first_ts, end=self._pending.last_ts, events=self._pending.events
             )
         publication = self.publisher.publish(version, tensors, parent, manifest, window)
+        self.log.apply(publication.update)
+        self.publisher.retire(self.log, self.settings.model_name)
         self.freshness_s.extend(publication.published_at - t for t in self._pending.ingest_times)
         self.metrics.observe_publication(publication, self._pending.ingest_times)
         self._pending = _Pending()
         self.publications.append(publication)
         self.state.serving_version = version
+        self.state.serving_sha256 = publication.update.sha256
         self.serving = self.model.frozen_copy()
         self.gate.reset_serving()
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
@@ -253,28 +281,33 @@ class OnlineTrainer:
     # -- rollback -------------------------------------------------------------------------------
 
     def roll_back(self, bad_version: str, reason: str) -> str | None:
-        """The drift policy's rollback of the version serving now: serve the newest stored
-        version before it again and keep learning from there (the online model that degraded
-        is dropped). Returns the version now serving, or None when there is nothing to do."""
-        if self.publisher is None or self.state.serving_version != bad_version:
+        """The drift policy's rollback of the version serving now (as model.updates says):
+        publish it `rolled_back`, so every scorer serves the newest earlier serving version
+        again, and keep learning from that version (the online model that degraded is dropped).
+        Returns the version now serving, or None when there is nothing to do."""
+        serving = self.log.state(self.settings.model_name).serving
+        if self.publisher is None or not serving or serving[0].version != bad_version:
             logger.info("rollback ignored version=%s serving=%s", bad_version,
-                        self.state.serving_version)
+                        serving[0].version if serving else None)
             return None
-        bad = Version.parse(bad_version).key()
-        older = [v for v in self.store.versions(self.settings.model_name) if v.key() < bad]
-        if not older:
-            logger.warning("rollback impossible version=%s: no earlier version", bad_version)
+        for earlier in serving[1:]:
+            twin = self._verified_version(earlier.version, earlier.sha256)
+            if twin is not None:
+                break
+        else:
+            logger.warning("rollback impossible version=%s: no earlier verified version",
+                           bad_version)
             return None
-        target = str(older[-1])
-        self.publisher.rollback(target, bad_version, reason)
-        self.serving = self._load_version(target)
-        self.model = self.serving.frozen_copy()
+        self.log.apply(self.publisher.roll_back(serving[0], reason))
+        self.serving = twin
+        self.model = twin.frozen_copy()
         self._tune(self.model)
-        self.state.serving_version = target
+        self.state.serving_version = earlier.version
+        self.state.serving_sha256 = earlier.sha256
         self.running = RunningMetrics(window=self.settings.gate_window_events)
         self.gate.reset_serving()
         self.checkpoint()
-        return target
+        return earlier.version
 
     # -- full retrain ---------------------------------------------------------------------------
 

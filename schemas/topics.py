@@ -72,13 +72,17 @@ REC_REQUESTS_DLQ = TopicSpec(
 REC_RESPONSES = TopicSpec(
     "rec.responses", "user_id", RecommendationResponse, partitions=4, retention_ms=_DAY_MS
 )
+# Compacted per version (`<model>/<version>`, schemas/model_log.py). An hour's segments let the
+# cleaner keep the log to about one record per version (the active segment is never cleaned),
+# and tombstones of retired versions stay an hour: far longer than a reader takes to read it all.
 MODEL_UPDATES = TopicSpec(
     "model.updates",
-    "model name",
+    "<model>/<version>",
     ModelUpdate,
     partitions=1,
     retention_ms=-1,
     cleanup_policy="compact",
+    extra_config={"segment.ms": str(3_600_000), "delete.retention.ms": str(3_600_000)},
 )
 KPI_METRICS = TopicSpec(
     "kpi.metrics", "model_version", KpiReport, partitions=1, retention_ms=30 * _DAY_MS

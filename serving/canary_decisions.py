@@ -48,7 +48,7 @@ class CanaryDecisions:
             self._metrics.canary_decisions.labels(action=decision.action).inc()
             self._registry.apply(update)
             self._producer.send(
-                self._settings.kafka.topic(MODEL_UPDATES), update.model_name, update
+                self._settings.kafka.topic(MODEL_UPDATES), update.log_key, update
             )
         return []
 

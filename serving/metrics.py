@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationResponse
 from serving.experiment import Experiment
 from serving.registry import Routing
@@ -36,11 +37,20 @@ class ServeMetrics:
         self.swaps = Counter("streamrec_serve_model_swaps", "Routing switches.", registry=r)
         self.updates_refused = Counter(
             "streamrec_serve_model_updates_refused",
-            "model.updates records refused: a backward move that names no rollback.", registry=r,
+            "model.updates records refused: the key names another version than the record.",
+            registry=r,
+        )
+        self.loads_rejected = Counter(
+            "streamrec_serve_model_loads_rejected",
+            "Model versions not loaded, by model and reason: bytes that differ from the "
+            "announced digest (IntegrityError), files outside the store or symlinked "
+            "(OutsideStore), missing files, a model the scorer cannot serve.",
+            ["model", "reason"], registry=r,
         )
         self.ready = Gauge(
             "streamrec_serve_ready",
-            "1 once the scorer has read catalog.items to its end and consumes requests.",
+            "1 once the scorer has read catalog.items and model.updates to their ends, loaded "
+            "the versions the log names, and consumes requests.",
             registry=r,
         )
         self.catalog_items = Gauge(
@@ -82,6 +92,9 @@ class ServeMetrics:
             self.arm_weight.labels(
                 experiment=experiment.name, arm=arm.name, policy=arm.policy
             ).set(arm.weight)
+
+    def load_rejected(self, update: ModelUpdate, error: BaseException) -> None:
+        self.loads_rejected.labels(model=update.model_name, reason=type(error).__name__).inc()
 
     def routing_changed(self, routing: Routing) -> None:
         self.model_version.clear()

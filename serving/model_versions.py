@@ -5,7 +5,8 @@ the version's digest first (serving/session_model.py). Before a version serves, 
 its items (for the ranking stage) and their categories (for filters) are read in one pass, and
 the item catalog maps its items, so its first requests wait for nothing. Records of the served
 model move the registry (serving, canary, rollbacks) and give the pinned versions their
-digests; records of the ranker go to the ranker slot.
+digests; records of the ranker go to the ranker slot. A record's key names its version
+(schemas/model_updates.py); a record under another key is refused, a tombstone retires one.
 
 Long-lived objects stay out of the cycle collector: what a model or ranker load leaves behind
 (torch's lazily imported modules, ~140k tracked objects in `streamrec bench serve`, and the
@@ -22,7 +23,8 @@ import logging
 from collections.abc import Callable
 
 from models.store import ModelStore
-from schemas.model_updates import ModelUpdate
+from schemas.model_updates import ModelUpdate, parse_update_key
+from schemas.wire import ContractError
 from serving.features import RedisFeatureReader
 from serving.item_catalog import ItemCatalog
 from serving.item_state_table import ItemStateTable
@@ -33,7 +35,7 @@ from serving.ranker_slot import RankerSlot
 from serving.registry import ModelRegistry
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
-from streams.kafka.contract_loop import Envelope, RecordRejected
+from streams.kafka.contract_loop import Envelope, RecordRejected, Tombstone
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +62,9 @@ class VersionLoader:
         settings = self._settings
         # Where models live is this scorer's own setting, never the record's.
         bundle = load_session_bundle(
-            settings.model_store, update.model_name, update.version, settings.retrieval,
-            settings.history_length, published_at=update.published_at,
-            cpu_runtime=settings.encoder_cpu_runtime, sha256=update.sha256,
+            settings.model_store, update.model_name, update.version, update.sha256,
+            settings.retrieval, settings.history_length, published_at=update.published_at,
+            cpu_runtime=settings.encoder_cpu_runtime,
         )
         self._item_states.load(self._reader.load_items, [i for i in bundle.item_ids if i])
         self._catalog.track(bundle.item_index)
@@ -125,25 +127,32 @@ class ModelUpdates:
         self._metrics = metrics
 
     def handle(self, batch: list[Envelope[ModelUpdate]]) -> list[RecordRejected]:
+        rejected = []
         for envelope in batch:
             record = envelope.record
-            if record.model_name == self._settings.ranker_name:
+            try:
+                named = parse_update_key(envelope.key)
+            except ContractError as error:
+                named, reason = None, error
+            else:
+                reason = ContractError("SchemaViolation", "the key names another version")
+            if named != (record.model_name, record.version):
+                # Compaction keeps a version's newest record by key: a record under another
+                # version's key would displace that version's for scorers started later.
+                self._metrics.updates_refused.inc()
+                rejected.append(RecordRejected(envelope, reason))  # type: ignore[arg-type]
+            elif record.model_name == self._settings.ranker_name:
                 if self._ranker.apply(record):
                     freeze_long_lived()
-                else:
-                    self._metrics.updates_refused.inc()
-                continue
-            if record.model_name != self._settings.model_name:
-                continue
-            self._pinned.offer(record)
-            if not self._registry.apply(record):
-                self._metrics.updates_refused.inc()
-        return []
+            elif record.model_name == self._settings.model_name:
+                self._pinned.offer(record)
+                self._registry.apply(record)
+        return rejected
 
-    def bootstrap_from_store(self) -> None:
-        """Serve the store's newest version until model.updates says otherwise."""
-        update = stored_update(self._settings, "")
-        if update is None:
-            logger.info("no model in store=%s; serving popularity", self._settings.model_store)
-            return
-        self._registry.apply(update.model_copy(update={"note": "bootstrap from the model store"}))
+    def retire(self, tombstone: Tombstone) -> None:
+        """A version's key deleted from the log: it serves no more."""
+        model_name, version = parse_update_key(tombstone.key)
+        if model_name == self._settings.ranker_name:
+            self._ranker.retire(version)
+        elif model_name == self._settings.model_name:
+            self._registry.retire(version)

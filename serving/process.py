@@ -12,15 +12,13 @@ from serving.settings import ServeSettings
 logger = logging.getLogger(__name__)
 
 
-def run_scorer(settings: ServeSettings, bootstrap: bool) -> None:
+def run_scorer(settings: ServeSettings) -> None:
     """Serves until SIGTERM/SIGINT, or until one of the scorer's loops stops."""
     settings.apply_cpu_nice()
     service = ScorerService(settings)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    if bootstrap:
-        service.bootstrap_from_store()
     service.start()
     while not stopping.wait(1.0):
         if not service.healthy():

@@ -3,10 +3,11 @@
 The online trainer publishes a ranker version only when the gate promoted it
 (online_trainer.ranker_training); its `ModelUpdate` names the version and its digest, and the
 scorer loads from its own store root and checks the digest before it uses a byte, as for the
-session model. Versions only move forward (a rollback names the version it replaces). A version
-that fails to load, or whose feature set is not the one the scorer computes, is refused and
-the current one (or retrieval order) stays: the scorer never serves a ranker that would read
-vectors it was not trained on. A ranker re-orders only the candidates of the retrieval major
+session model, and serves what the log says serves (a rollback is a `rolled_back` record for
+the version it removes). A version that fails to load, or whose feature set is not the one the
+scorer computes, is refused, and the newest earlier serving version that loads serves instead
+(or retrieval order): the scorer never serves a ranker that would read vectors it was not
+trained on. A ranker re-orders only the candidates of the retrieval major
 version the gate judged it on (`retriever_major` in its manifest); other groups are served in
 retrieval order.
 """
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from models.logged_ranker import LoggedRanker
 from models.point_in_time import SERVING_FEATURE_SET
 from models.store import ModelStore
-from schemas.model_updates import ModelUpdate, version_key
+from schemas.model_log import ModelLog
+from schemas.model_updates import ModelUpdate
 from serving.feature_log import PublishedRanker
 
 logger = logging.getLogger(__name__)
@@ -42,32 +45,62 @@ def load_ranker(store: ModelStore, update: ModelUpdate) -> PublishedRanker:
 
 
 class RankerSlot:
-    """Holds the current published ranker; `current` is what the scorer snapshots per batch."""
+    """Holds the current published ranker; `current` is what the scorer snapshots per batch.
 
-    def __init__(self, store: ModelStore) -> None:
+    Which version serves is the log's (schemas/model_log.py): the newest `serving` record of the
+    ranker model, or, when its load fails, the newest earlier one that loads."""
+
+    def __init__(
+        self,
+        store: ModelStore,
+        model_name: str,
+        on_rejected: Callable[[ModelUpdate, BaseException], None] = lambda _u, _e: None,
+    ) -> None:
         self._store = store
+        self._model_name = model_name
+        self._on_rejected = on_rejected
         self._lock = threading.Lock()
+        self._log = ModelLog()
+        self._failed: set[tuple[str, str]] = set()
         self._current: PublishedRanker | None = None
+        self._current_update: ModelUpdate | None = None
 
     def current(self) -> PublishedRanker | None:
         return self._current
 
     def apply(self, update: ModelUpdate) -> bool:
-        """Serve `update`'s version; False when refused (older, not for serving, unloadable)."""
-        if update.stage != "serving":
-            return False
+        """The version's newest record; True when another ranker (or none) serves now."""
         with self._lock:
-            have = self._current
-            if have is not None and update.rollback_from != have.version and (
-                version_key(update.version) <= version_key(have.version)
-            ):
+            self._log.apply(update)
+            self._failed.discard((update.version, update.sha256))
+            return self._reconcile()
+
+    def retire(self, version: str) -> bool:
+        with self._lock:
+            self._log.retire(self._model_name, version)
+            return self._reconcile()
+
+    def _reconcile(self) -> bool:
+        have = self._current_update
+        for update in self._log.state(self._model_name).serving:
+            identity = (update.version, update.sha256)
+            if identity in self._failed:
+                continue
+            if have is not None and (have.version, have.sha256) == identity:
                 return False
             try:
                 loaded = load_ranker(self._store, update)
             except (ValueError, OSError) as error:
                 logger.error("ranker refused version=%s error=%s", update.version,
                              type(error).__name__)
-                return False
-            self._current = loaded
-        logger.info("ranker serving version=%s", update.version)
-        return True
+                self._failed.add(identity)
+                self._on_rejected(update, error)
+                continue
+            self._current, self._current_update = loaded, update
+            logger.info("ranker serving version=%s", update.version)
+            return True
+        changed = self._current is not None
+        self._current = self._current_update = None
+        if changed:
+            logger.warning("no ranker serves: none of the log's versions loads")
+        return changed

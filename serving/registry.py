@@ -1,12 +1,18 @@
 """Hot swap: which model versions serve, loaded in the background and switched atomically.
 
-`model.updates` records (and the scorer's own canary decisions) change the *desired* state: the
-serving update and the candidate (canary) update. A single loader thread reconciles the *loaded*
-state towards it, loading bundles off the request path, then publishes a new immutable `Routing`
-with one reference assignment. A micro-batch takes one `snapshot()` and uses it throughout, so
-every request is answered by a fully loaded version, and none waits for, or is lost to, a swap.
-Replaying the topic from the start only moves the desired state; intermediate versions that are
-already superseded are never loaded.
+`model.updates` records (and the scorer's own canary decisions) change the *desired* state, which
+is the log's (schemas/model_log.py): the serving version with its fallbacks, and the candidate.
+A single loader thread reconciles the *loaded* state towards it, loading bundles off the request
+path, then publishes a new immutable `Routing` with one reference assignment. A micro-batch takes
+one `snapshot()` and uses it throughout, so every request is answered by a fully loaded version,
+and none waits for, or is lost to, a swap. Replaying the topic from the start only moves the
+desired state; intermediate versions that are already superseded are never loaded.
+
+Every load checks the bytes against the digest the version's record carries (the loader raises
+otherwise); a version that fails is reported (`on_rejected`), never retried for the same record,
+and serving falls back to the newest earlier serving version that loads. A version the log no
+longer wants (rolled back, retired) leaves the routing the moment its record is applied, before
+anything is loaded in its place: no answer comes from a version the log has rolled back.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from schemas.model_updates import ModelUpdate, version_key
+from schemas.model_log import ModelLog, ServingState
+from schemas.model_updates import ModelUpdate
 from serving.model_bundle import ModelBundle
 
 logger = logging.getLogger(__name__)
@@ -60,73 +67,33 @@ class Routing:
         return self.serving, False
 
 
-@dataclass(frozen=True)
-class Desired:
-    serving: ModelUpdate | None = None
-    canary: ModelUpdate | None = None
-    previous: tuple[ModelUpdate, ...] = ()
-    """Earlier serving updates, newest last: where a rollback of the serving version returns."""
-
-
-def forward(state: Desired, update: ModelUpdate) -> bool:
-    """Whether the update may move the desired state: serving versions only move forward unless
-    the record is an explicit rollback of the version serving now; a candidate must be newer
-    than what serves and than the candidate it replaces. Marking a version rolled back is
-    always allowed (it only ever returns to versions that served before)."""
-    key = version_key(update.version)
-    serving, canary = state.serving, state.canary
-    if update.stage == "serving":
-        if serving is None or key >= version_key(serving.version):
-            return True
-        return update.rollback_from == serving.version
-    if update.stage == "candidate":
-        newer_than_serving = serving is None or key > version_key(serving.version)
-        return newer_than_serving and (canary is None or key >= version_key(canary.version))
-    return True
-
-
-def desire(state: Desired, update: ModelUpdate) -> Desired:
-    """The desired state after one update (pure; replay-safe)."""
-    if not forward(state, update):
-        return state
-    version = update.version
-    if update.stage == "serving":
-        if state.serving is not None and state.serving.version == version:
-            return state
-        previous = state.previous if state.serving is None else (*state.previous, state.serving)
-        if update.rollback_from is not None:
-            previous = tuple(p for p in previous if version_key(p.version) < version_key(version))
-        canary = state.canary
-        if canary is not None and version_key(canary.version) <= version_key(version):
-            canary = None
-        return Desired(update, canary, previous[-8:])
-    if update.stage == "candidate":
-        if state.serving is not None and state.serving.version == version:
-            return state
-        return replace(state, canary=update)
-    # rolled_back
-    canary = None if state.canary and state.canary.version == version else state.canary
-    serving, previous = state.serving, state.previous
-    if serving is not None and serving.version == version:
-        previous = tuple(p for p in previous if p.version != version)
-        serving, previous = (previous[-1], previous[:-1]) if previous else (None, ())
-    return Desired(serving, canary, previous)
+def _identity(update: ModelUpdate) -> tuple[str, str]:
+    """What a loaded bundle is: a version with the bytes of one digest."""
+    return update.version, update.sha256
 
 
 class ModelRegistry:
-    def __init__(self, loader: Loader, canary_share: float, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        model_name: str,
+        loader: Loader,
+        canary_share: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model_name = model_name
         self._loader = loader
         self._clock = clock
         self._routing = Routing(canary_share=canary_share)
-        self._desired = Desired()
+        self._log = ModelLog()
         self._changed = threading.Condition()
+        self._announcing = threading.Lock()
         self._busy = False
         self._stop = False
-        self._failed: set[str] = set()
+        self._failed: set[tuple[str, str]] = set()
         self.swaps = 0
-        self.refused = 0
-        """Updates that would have moved a version backward without naming a rollback."""
         self.on_change: Callable[[Routing], None] = lambda _routing: None
+        self.on_rejected: Callable[[ModelUpdate, BaseException], None] = lambda _u, _e: None
+        """Called for each version whose load failed (its bytes, its files, the model)."""
         self._thread = threading.Thread(target=self._run, name="model-loader", daemon=True)
         self._thread.start()
 
@@ -135,30 +102,34 @@ class ModelRegistry:
         return self._routing
 
     @property
-    def desired(self) -> Desired:
-        return self._desired
-
-    def apply(self, update: ModelUpdate) -> bool:
-        """Moves the desired state; False when the update was refused (see `forward`)."""
+    def desired(self) -> ServingState:
         with self._changed:
-            if not forward(self._desired, update):
-                self.refused += 1
-                logger.warning(
-                    "model update refused model=%s version=%s stage=%s reason=backward",
-                    update.model_name, update.version, update.stage,
-                )
-                return False
-            self._desired = desire(self._desired, update)
-            self._failed.discard(update.version)
+            return self._log.state(self.model_name)
+
+    def apply(self, update: ModelUpdate) -> None:
+        """The version's newest record (see schemas/model_log.py)."""
+        with self._changed:
+            self._log.apply(update)
+            self._failed.discard(_identity(update))  # a new record is worth another try
+            changed = self._withdraw()
             self._changed.notify_all()
         logger.info(
             "model update model=%s version=%s stage=%s",
             update.model_name, update.version, update.stage,
         )
-        return True
+        self._announce(changed)
+
+    def retire(self, version: str) -> None:
+        """The version's key was deleted from the log (a tombstone)."""
+        with self._changed:
+            self._log.retire(self.model_name, version)
+            changed = self._withdraw()
+            self._changed.notify_all()
+        logger.info("model version retired model=%s version=%s", self.model_name, version)
+        self._announce(changed)
 
     def wait_until_settled(self, timeout_s: float) -> bool:
-        """True once the loaded state matches the desired one (for tests and start-up)."""
+        """True once the loaded state matches the desired one (for start-up and tests)."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
             while self._busy or not self._settled():
@@ -174,11 +145,49 @@ class ModelRegistry:
             self._changed.notify_all()
         self._thread.join(timeout=30)
 
+    # -- under the lock ------------------------------------------------------------------------
+
+    def _withdraw(self) -> Routing | None:
+        """Drops from the routing what the log no longer wants (the new routing, if any)."""
+        current = self._routing
+        routing = self._route(_at_hand(current))
+        if routing == current:
+            return None
+        self._routing = routing
+        self.swaps += 1
+        return routing
+
+    def _route(self, at_hand: dict[tuple[str, str], Deployment]) -> Routing:
+        """The routing the log allows with the bundles at hand: serving is the first version of
+        its chain that is at hand (a newer one may still be loading), the canary the candidate
+        if it is at hand."""
+        state = self._log.state(self.model_name)
+
+        def deployed(update: ModelUpdate) -> Deployment | None:
+            found = at_hand.get(_identity(update))
+            if found is None or found.update == update:
+                return found
+            return Deployment(update, found.bundle, found.since)  # promotion: same bytes
+
+        serving = next((d for u in state.serving if (d := deployed(u)) is not None), None)
+        canary = deployed(state.candidate) if state.candidate is not None else None
+        return Routing(serving, canary, self._routing.canary_share)
+
+    def _wanted(self, state: ServingState) -> tuple[ModelUpdate | None, ModelUpdate | None]:
+        """The serving version to load (the first of the chain not known to fail) and the
+        candidate (unless it failed)."""
+        serving = next((u for u in state.serving if _identity(u) not in self._failed), None)
+        candidate = state.candidate
+        if candidate is not None and _identity(candidate) in self._failed:
+            candidate = None
+        return serving, candidate
+
     def _settled(self) -> bool:
-        want, have = self._desired, self._routing
-        return _same(want.serving, have.serving, self._failed) and _same(
-            want.canary, have.canary, self._failed
-        )
+        serving, candidate = self._wanted(self._log.state(self.model_name))
+        have = self._routing
+        return _same(serving, have.serving) and _same(candidate, have.canary)
+
+    # -- the loader thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
@@ -188,57 +197,67 @@ class ModelRegistry:
                 if self._stop:
                     return
                 self._busy = True
-                desired = self._desired
+                wanted = self._wanted(self._log.state(self.model_name))
             try:
-                self._reconcile(desired)
+                self._reconcile(wanted)
             finally:
                 with self._changed:
                     self._busy = False
                     self._changed.notify_all()
 
-    def _reconcile(self, desired: Desired) -> None:
-        current = self._routing
-        serving = None
-        # A serving version that fails to load falls back to the newest earlier one that loads.
-        for want in (desired.serving, *reversed(desired.previous)):
-            serving = self._deployment(want, current)
-            if serving is not None or want is None:
-                break
-        canary = self._deployment(desired.canary, current)
-        routing = Routing(serving, canary, current.canary_share)
-        if routing != current:
-            self._routing = routing
-            self.swaps += 1
-            logger.info(
-                "routing switched serving=%s canary=%s",
-                serving.version if serving else None, canary.version if canary else None,
-            )
-            self.on_change(routing)
+    def _reconcile(self, wanted: tuple[ModelUpdate | None, ModelUpdate | None]) -> None:
+        at_hand = _at_hand(self._routing)
+        for update in wanted:
+            if update is not None and _identity(update) not in at_hand:
+                deployment = self._load(update)
+                if deployment is not None:
+                    at_hand[_identity(update)] = deployment
+        with self._changed:
+            # Routed against the log as it is now: a record applied while loading wins (a
+            # version it rolled back is not routed, whatever was loaded).
+            base = self._routing
+            routing = self._route({**at_hand, **_at_hand(base)})
+            changed = routing != base
+            if changed:
+                self._routing = routing
+                self.swaps += 1
+        if changed:
+            self._announce(routing)
 
-    def _deployment(self, update: ModelUpdate | None, current: Routing) -> Deployment | None:
-        if update is None:
-            return None
-        for loaded in (current.serving, current.canary):
-            if loaded is not None and loaded.version == update.version:
-                # Promotion reuses the canary's bundle: no reload, no pause.
-                return loaded if loaded.update == update else replace(loaded, update=update)
-        if update.version in self._failed:
-            return None
+    def _load(self, update: ModelUpdate) -> Deployment | None:
         try:
             bundle = self._loader(update)
-        except Exception as error:  # a broken checkpoint must never stop serving
+        except Exception as error:  # a broken or forged version must never stop serving
             logger.error(
-                "model load failed version=%s error=%s", update.version, type(error).__name__
+                "model load failed model=%s version=%s error=%s",
+                update.model_name, update.version, type(error).__name__,
             )
             with self._changed:
-                self._failed.add(update.version)
+                self._failed.add(_identity(update))
+            self.on_rejected(update, error)
             return None
         return Deployment(update, bundle, self._clock())
 
+    def _announce(self, changed: Routing | None) -> None:
+        """Tells `on_change` the routing now (not `changed`: two threads may switch it, and
+        whichever tells last must tell the newest)."""
+        if changed is None:
+            return
+        with self._announcing:
+            routing = self._routing
+            logger.info(
+                "routing switched serving=%s canary=%s",
+                routing.serving.version if routing.serving else None,
+                routing.canary.version if routing.canary else None,
+            )
+            self.on_change(routing)
 
-def _same(want: ModelUpdate | None, have: Deployment | None, failed: set[str]) -> bool:
+
+def _at_hand(routing: Routing) -> dict[tuple[str, str], Deployment]:
+    return {_identity(d.update): d for d in (routing.serving, routing.canary) if d is not None}
+
+
+def _same(want: ModelUpdate | None, have: Deployment | None) -> bool:
     if want is None:
         return have is None
-    if want.version in failed:
-        return True
-    return have is not None and have.version == want.version
+    return have is not None and _identity(have.update) == _identity(want)

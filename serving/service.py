@@ -3,7 +3,8 @@
 - requests: `rec.requests` -> serving/pipeline.py (retrieval -> filtering -> ranking ->
   ordering) -> `rec.responses` and `rec.features` (serving/request_handler.py);
 - model updates: `model.updates` from the beginning -> the registry (serving, canary), the
-  pinned versions of frozen arms and the ranker slot (serving/model_versions.py);
+  pinned versions of frozen arms and the ranker slot (serving/model_versions.py), read to its
+  end and loaded before the first request is consumed;
 - KPIs: `kpi.metrics` -> the canary's decisions (serving/canary_decisions.py);
 - item metadata: `catalog.items` from the beginning -> the item catalog
   (serving/catalog_follower.py), read to its end before the first request;
@@ -18,6 +19,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -47,6 +49,7 @@ from serving.registry import ModelRegistry
 from serving.request_handler import RequestHandler
 from serving.responses import RespondingDeadLetters
 from serving.settings import ServeSettings
+from streams.kafka.catch_up import read_to_end
 from streams.kafka.contract_loop import ContractLoop, Envelope, RecordRejected, TombstoneHandler
 from streams.kafka.producer import EventProducer
 
@@ -87,12 +90,15 @@ class ScorerService:
         load = frozen_after(
             loader or VersionLoader(settings, self.reader, self.item_states, self.catalog)
         )
-        self.registry = ModelRegistry(load, settings.canary.share)
+        self.registry = ModelRegistry(settings.model_name, load, settings.canary.share)
+        self.registry.on_rejected = metrics.load_rejected
         self.pinned = PinnedVersions(
             load, lambda version: stored_update(settings, version), self.registry.snapshot
         )
         self.pinned.pin(settings.experiment.pinned)
-        self.ranker = RankerSlot(ModelStore(settings.model_store))
+        self.ranker = RankerSlot(
+            ModelStore(settings.model_store), settings.ranker_name, metrics.load_rejected
+        )
         self.scorer = Scorer(
             self.reader, self.registry.snapshot, settings.rules, settings.candidates,
             settings.history_length, logged_candidates=settings.logged_candidates,
@@ -113,7 +119,8 @@ class ScorerService:
                                            dead_letters, self._partitions.assigned,
                                            self._partitions.revoked)
         self._partitions.settle = self.requests_loop.settle
-        self.updates_loop = self._control(MODEL_UPDATES.name, ModelUpdate, self.updates.handle)
+        self.updates_loop = self._control(MODEL_UPDATES.name, ModelUpdate, self.updates.handle,
+                                          self.updates.retire)
         self.kpi_loop = self._control(KPI_METRICS.name, KpiReport, canary.handle)
         self.catalog_loop = self._control(CATALOG_ITEMS.name, CatalogItem, catalog.handle,
                                           catalog.delete)
@@ -142,10 +149,6 @@ class ScorerService:
         """`rec.requests` partitions this scorer owns now."""
         return self._partitions.owned
 
-    def bootstrap_from_store(self) -> None:
-        """Serve the store's newest version until model.updates says otherwise."""
-        self.updates.bootstrap_from_store()
-
     def start(self) -> None:
         # torch, faiss and friends leave ~250k long-lived objects behind; every full (gen 2)
         # collection would walk them all: a 100-160 ms stop of every thread, measured as the
@@ -157,12 +160,24 @@ class ScorerService:
             self._start(name, run_loop, loop)
         self.catalog_follower.catch_up(self.catalog_loop, self.settings.kafka,
                                        self.settings.catalog_catch_up_s)
+        self._catch_up_models()
         self.config_refresh.once()  # the first requests see the rules, experiment, popularity
         self._start("scorer-requests", run_loop, self.requests_loop)
         self.metrics.ready.set(1)
         self._start("scorer-item-states", self._refresh_items.run, self._stop_refresh)
         self._start("scorer-config", self.config_refresh.run, self._stop_refresh)
         logger.info("scorer started instance=%s group=%s", self.instance, self.settings.group_id)
+
+    def _catch_up_models(self) -> None:
+        """Reads model.updates to its end and loads what it names before the first request: a
+        scorer that answered earlier could answer with a version the log has rolled back."""
+        started = time.monotonic()
+        timeout_s = self.settings.model_catch_up_s
+        topic = self.settings.kafka.topic(MODEL_UPDATES)
+        if read_to_end(self.updates_loop, self.settings.kafka, topic, timeout_s):
+            left = max(0.0, timeout_s - (time.monotonic() - started))
+            if not self.registry.wait_until_settled(left):
+                logger.warning("models not loaded before serving waited_s=%.1f", timeout_s)
 
     def _start(self, name: str, target: Callable[[Any], None], argument: Any) -> None:
         thread = threading.Thread(target=target, args=(argument,), name=name, daemon=True)

@@ -141,13 +141,14 @@ def load_session_bundle(
     store_root: Path,
     name: str,
     version: str,
+    sha256: str,
     retrieval: RetrievalConfig,
     history_length: int,
     published_at: float | None = None,
     cpu_runtime: CpuRuntime = "onnxruntime",
-    sha256: str | None = None,
 ) -> ModelBundle:
-    """The version's bundle; with `sha256`, only if the stored bytes have that digest."""
+    """The version's bundle, only if the stored bytes have the digest `sha256` (the one its
+    announcement carries)."""
     started = time.perf_counter()
     stored = load_session_model(ModelStore(store_root), name, version, sha256)
     model = stored.model

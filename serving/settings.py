@@ -90,6 +90,12 @@ class ServeSettings(ServiceSettings):
         "catalog.items to its end before it consumes requests; past it, it serves with the "
         "metadata read so far and reads the rest meanwhile.",
     )
+    model_catch_up_s: float = Field(
+        120.0, ge=0, le=3600, description="Longest wait at start for the scorer to read "
+        "model.updates to its end and load the versions it names before it consumes requests "
+        "(so no answer comes from a version the log has rolled back); past it, it answers "
+        "with what is loaded (popularity while nothing is) and loads the rest meanwhile.",
+    )
     new_item_slots: int = Field(
         1, ge=0, le=100, description="Last places of each model answer given to catalog items "
         "the serving version does not know yet (published to catalog.items since it was "

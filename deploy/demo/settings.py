@@ -4,16 +4,25 @@ STREAMREC_DEMO__EVENTS_PER_S=150). The end-to-end test builds a shorter one in c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams.service_settings import refuse_unknown, unknown_variables
 
 
 class DemoSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="STREAMREC_DEMO__", env_nested_delimiter="__", extra="forbid", frozen=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        prefix = str(cls.model_config.get("env_prefix"))
+        refuse_unknown(unknown_variables(prefix, cls.model_fields, True), "demo")
+        return data
 
     reports_dir: Path = Field(
         Path("reports"), description="Each run writes demo-<timestamp>/ here (git-ignored)."

@@ -39,10 +39,17 @@ def ensure_installed() -> str:
 
 def write_acl_file(settings: LocalStackSettings, directory: Path) -> Path:
     """The service users (deploy/local/redis_acl.py) with this stack's passwords, mode 0600."""
-    passwords = ensure_passwords(settings.secrets_dir)
+    return write_acl(directory, ensure_passwords(settings.secrets_dir))
+
+
+def write_acl(directory: Path, passwords: dict[str, str]) -> Path:
+    """`users.acl` in `directory` for these passwords (hashed), replaced whole, mode 0600."""
     acl = directory / "users.acl"
-    acl.write_text(acl_file_text(passwords))
-    acl.chmod(0o600)
+    staging = directory / "users.acl.new"
+    staging.unlink(missing_ok=True)
+    staging.touch(mode=0o600)
+    staging.write_text(acl_file_text(passwords))
+    staging.rename(acl)
     return acl
 
 
@@ -66,7 +73,12 @@ def server_config(
         # effects make the AOF grow ~1.2 KB per event of live traffic, so the default 64 MB
         # threshold would rewrite every ~50 s at 1,000 events/s; at 512 MB it is every ~7
         # minutes (every ~85 s at 5,000 events/s: docs/operations.md says when to raise it).
+        # The rewrite also bounds a restart: Redis loads the RDB base (fast) and replays the
+        # incremental file, which a rewrite keeps under the larger of 512 MB and the base's
+        # size (growth of 100% over the base), whatever the traffic.
         "auto-aof-rewrite-min-size 512mb",
+        "auto-aof-rewrite-percentage 100",
+        "aof-use-rdb-preamble yes",
         'save ""',
         f"maxmemory {settings.redis_maxmemory_mb}mb",
         # Features must never vanish silently: refuse writes instead of evicting.

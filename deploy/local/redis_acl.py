@@ -38,9 +38,10 @@ harmless on a single Redis, where the client never sends them."""
 # Commands a service may run beyond its categories; -@dangerous removes FLUSHALL, KEYS, CONFIG...
 USERS: dict[str, str] = {
     # Writes features with Lua scripts (one round trip per batch); commands inside a script are
-    # checked against these key patterns too.
+    # checked against these key patterns too. INFO (in @dangerous) tells it which Redis process
+    # it reached: a new one means a rewind (streams/feature_worker/redis_epoch.py).
     "streams": f"{READ_KEYS} {FEATURE_KEYS} +@read +@write +@connection +@scripting -@dangerous "
-    f"{CLUSTER_TOPOLOGY}",
+    f"+info {CLUSTER_TOPOLOGY}",
     # Reads only: features, availability, business rules. No scripts: a script can write.
     "scorer": f"{READ_KEYS} +@read +@connection -@dangerous {CLUSTER_TOPOLOGY}",
     # Reads features for point-in-time training examples.

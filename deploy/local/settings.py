@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams.service_settings import refuse_unknown, unknown_variables
 
 DEPLOY_DIR = Path(__file__).resolve().parent.parent
 
 
 class LocalStackSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="STREAMREC_LOCAL__", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="STREAMREC_LOCAL__", extra="forbid", frozen=True, hide_input_in_errors=True
+    )
 
     home: Path = Field(
         Path(".streamrec"), description="Data, logs, pids and secrets (git-ignored)."
@@ -48,6 +53,13 @@ class LocalStackSettings(BaseSettings):
     )
     start_timeout_s: float = Field(90.0, gt=0, description="How long `up` waits for health.")
     pom: Path = Field(DEPLOY_DIR / "kafka" / "pom.xml", description="Pins the Kafka version.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        prefix = str(cls.model_config.get("env_prefix"))
+        refuse_unknown(unknown_variables(prefix, cls.model_fields, False), "local stack")
+        return data
 
     @field_validator("redis_cluster")
     @classmethod

@@ -43,6 +43,11 @@ class StreamMetrics:
             ["dependency"],
             registry=r,
         )
+        self.rewinds = Counter(
+            "streamrec_stream_rewinds",
+            "Rewinds to the last durable offsets because Redis came back as a new process.",
+            registry=r,
+        )
         self.batch_seconds = Histogram(
             "streamrec_stream_batch_seconds",
             "Time to validate, apply and flush one batch.",

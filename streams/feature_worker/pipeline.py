@@ -187,15 +187,18 @@ class FeaturePipeline:
 
 
 def validate(
-    records: Sequence[SourceRecord], max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S
+    records: Sequence[SourceRecord],
+    max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+    now: float | None = None,
 ) -> tuple[list[tuple[SourceRecord, PositionedEvent]], list[Rejected]]:
     """Decodes a batch: valid events with their positions, and the rejects with their reasons
     (stage "validate", or "decode" for a failure decode does not promise).
 
     Each record is read by the contract's msgspec mirror (schemas/interaction_decoder.py), and
     only a record it does not vouch for by the contract itself, whose verdict and error stand:
-    the same records pass, with the same values, at a fraction of the cost."""
-    now = time.time()
+    the same records pass, with the same values, at a fraction of the cost. `now` is the
+    reader's clock (the time of the call unless given)."""
+    now = time.time() if now is None else now
     latest = now + max_future_skew_s
     valid: list[tuple[SourceRecord, PositionedEvent]] = []
     rejected: list[Rejected] = []

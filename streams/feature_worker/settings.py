@@ -52,10 +52,12 @@ class StreamSettings(ServiceSettings):
         "sends each master its share at once.)",
     )
     durable_after_s: float = Field(
-        2.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "
-        "after Redis acknowledged its writes: with `appendfsync everysec`, Redis fsyncs its AOF "
-        "at least once a second, so by then the writes survive a crash of the machine, not only "
-        "of Redis. 0 for a Redis with `appendfsync always` (durable when acknowledged).",
+        3.0, ge=0, le=60, description="A batch's offsets are stored for commit only this long "
+        "after Redis acknowledged its writes, and a rewind after a Redis restart returns to the "
+        "offsets stored: with `appendfsync everysec`, Redis 7.0 may acknowledge a write while "
+        "it postpones writing its AOF buffer behind a slow fsync, for up to two seconds of its "
+        "clock (so up to 3 s), and fsyncs at least once a second otherwise. 0 for a Redis with "
+        "`appendfsync always` (durable when acknowledged).",
     )
     batch_within_s: float = Field(
         0.02, gt=0, le=10, description="Longest wait to fill a batch while the stream is "

@@ -16,6 +16,12 @@ everysec`, deploy/local/redis.py). A batch's offsets are stored only `durable_af
 acknowledgement, past that fsync horizon, so a commit never covers an effect a crash of the
 machine could lose, at no cost to Redis (docs/architecture.md). A worker that stops or loses
 partitions before then leaves those offsets uncommitted: re-read, and skipped as applied.
+
+A Redis restart is a rewind: a restarted Redis may lack writes it acknowledged (redis_epoch.py),
+so when the worker's connection reaches a new Redis process, before it writes anything there,
+it drops the batches not yet durable and seeks every partition it holds back to the last
+offsets it stored for commit (the group's committed ones where it stored none), and applies
+from there; the entities' applied offsets skip what survived.
 """
 
 from __future__ import annotations
@@ -30,12 +36,13 @@ from collections import deque
 from collections.abc import Sequence
 from types import FrameType
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from schemas.topics import INTERACTIONS
 from streams.feature_worker.batch_window import next_batch_wait
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
+from streams.feature_worker.redis_epoch import RedisEpoch, RedisRestarted
 from streams.feature_worker.settings import StreamSettings
 from streams.feature_worker.writer import FeatureWriter
 from streams.kafka.consumer import BatchConsumer, next_offsets
@@ -88,11 +95,14 @@ class FeatureWorker:
         self._assigned: set[int] = set()
         self._pending: deque[tuple[float, list[TopicPartition]]] = deque()
         """(acknowledged at, next offsets) of applied batches not yet past the fsync horizon."""
+        self._durable: dict[int, TopicPartition] = {}
+        """Per partition, the last offset stored for commit: where a rewind returns to."""
         self._stopping = False
         self._loop = asyncio.new_event_loop()
+        self.epoch = RedisEpoch()
         producer = EventProducer(settings.kafka)
         writer = FeatureWriter(
-            FeatureWriter.connect(settings.redis, settings.in_flight_calls),
+            FeatureWriter.connect(settings.redis, settings.in_flight_calls, self.epoch.check),
             settings.redis.key_prefix,
             settings.key_ttls(), settings.call_events, call_entities=settings.call_entities,
             popularity_bucket_s=settings.popularity_bucket_s,
@@ -118,6 +128,8 @@ class FeatureWorker:
         self._assigned.difference_update(tp.partition for tp in partitions)
         self._metrics.assigned_partitions.set(len(self._assigned))
         gone = {tp.partition for tp in partitions}
+        for partition in gone:
+            self._durable.pop(partition, None)
         self._pending = deque(
             (at, [tp for tp in offsets if tp.partition not in gone])
             for at, offsets in self._pending
@@ -162,6 +174,9 @@ class FeatureWorker:
     def _process(self, messages: list[Message]) -> None:
         try:
             self._loop.run_until_complete(self._pipeline.process(source_records(messages)))
+        except RedisRestarted:
+            self._rewind()
+            return
         except Exception:
             logger.exception("batch processing failed events=%d", len(messages))
             _abandon("failed")
@@ -181,6 +196,28 @@ class FeatureWorker:
         except KafkaException as exc:
             # Partitions taken away meanwhile: their new owner reads them again (idempotent).
             logger.warning("offsets not stored reason=%s", exc.args[0])
+            return
+        self._durable.update(latest)
+
+    def _rewind(self) -> None:
+        """Redis is a new process: what it acknowledged since the last durable position may be
+        lost, so every partition this worker holds goes back there (before any write)."""
+        self._pending.clear()
+        raw = self._consumer.raw
+        held = raw.assignment()
+        unknown = [tp for tp in held if tp.partition not in self._durable]
+        try:
+            committed = raw.committed(unknown, timeout=30) if unknown else []
+        except KafkaException:
+            _abandon("unable to rewind")  # a restart reads from the committed offsets
+        starts = [self._durable[tp.partition] for tp in held if tp.partition in self._durable]
+        starts += [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0
+                                  else OFFSET_BEGINNING) for tp in committed]
+        for tp in starts:
+            raw.seek(tp)
+        self._metrics.rewinds.inc()
+        logger.warning("rewound after a redis restart partitions=%s",
+                       sorted((tp.partition, tp.offset) for tp in starts))
 
     def _observe_lag(self, messages: list[Message]) -> None:
         for tp in next_offsets(messages):

@@ -31,7 +31,7 @@ from streams.features.keys import FeatureKeys
 from streams.redis.cluster_scripts import ClusterScripts
 from streams.redis.connection import RedisConnection
 from streams.redis.resp import Arg
-from streams.redis.script_connection import DEFAULT_IN_FLIGHT, ScriptConnection
+from streams.redis.script_connection import DEFAULT_IN_FLIGHT, OnConnect, ScriptConnection
 
 logger = logging.getLogger(__name__)
 
@@ -155,16 +155,20 @@ class FeatureWriter:
         self._popularity_bucket_s = popularity_bucket_s
 
     @staticmethod
-    def connect(connection: RedisConnection, in_flight: int = DEFAULT_IN_FLIGHT) -> ScriptPipeline:
+    def connect(
+        connection: RedisConnection,
+        in_flight: int = DEFAULT_IN_FLIGHT,
+        on_connect: OnConnect | None = None,
+    ) -> ScriptPipeline:
         """A lean asyncio connection with the connection's user and timeout (never blocks the
         loop; see streams/redis/script_connection.py) that leaves at most `in_flight` calls
-        unanswered, or on a cluster redis-py's cluster pipeline, which routes each call to its
-        slot's master."""
+        unanswered and runs `on_connect` on each connection it opens, or on a cluster redis-py's
+        cluster pipeline, which routes each call to its slot's master."""
         if connection.cluster:
             client = connection.async_client()
             assert isinstance(client, aioredis.RedisCluster)
             return ClusterScripts(client)
-        return ScriptConnection(connection, in_flight)
+        return ScriptConnection(connection, in_flight, on_connect)
 
     async def apply(self, batch: Sequence[PositionedEvent]) -> ApplyOutcome:
         if not batch:

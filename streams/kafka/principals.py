@@ -66,10 +66,10 @@ GRANTS: dict[str, Grants] = {
     # Looks at everything (dead letters included), changes nothing.
     OPERATOR: Grants(reads=CATALOG, writes=()),
     FEATURE_WORKER: Grants(reads=(INTERACTIONS,), writes=(INTERACTIONS_DLQ,)),
-    # The only writer of model versions outside the canary's decisions; dead-letters the drift
-    # alerts it cannot accept.
+    # The only writer of model versions outside the canary's decisions (it follows
+    # model.updates to know what serves); dead-letters the drift alerts it cannot accept.
     TRAINER: Grants(
-        reads=(INTERACTIONS, ALERTS_DRIFT, RANKER_EXAMPLES),
+        reads=(INTERACTIONS, ALERTS_DRIFT, RANKER_EXAMPLES, MODEL_UPDATES),
         writes=(MODEL_UPDATES, ALERTS_DRIFT_DLQ, RANKER_EXAMPLES_DLQ),
     ),
     # Writes model.updates only for its canary's promote and rollback decisions; dead-letters

@@ -12,6 +12,10 @@ connection is `redis.ConnectionError`, no reply within the socket timeout is
 `redis.TimeoutError` (the connection is then closed, since a late reply would answer the next
 call), and error replies raise the class redis-py raises for their code (`NoScriptError`,
 `OutOfMemoryError`, ...). The next call after a failure reconnects.
+
+`on_connect` runs on every connection once it is logged in, before any caller's command: the
+feature worker asks there which Redis process it reached (streams/feature_worker/redis_epoch.py),
+and what it raises fails the connection and reaches the caller.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import hiredis
@@ -80,6 +84,13 @@ class _Replies(asyncio.Protocol):
             future = self.waiting.popleft()
             if not future.done():
                 future.set_exception(error)
+                # Marked as seen: a pipeline that already raised for an earlier call of the
+                # lot never awaits the rest, and asyncio would log each as never retrieved.
+                future.exception()
+
+
+OnConnect = Callable[[Callable[..., Awaitable[Any]]], Awaitable[None]]
+"""Given the new connection's `execute`, checks it before anyone else uses it."""
 
 
 class ScriptConnection:
@@ -87,7 +98,12 @@ class ScriptConnection:
     are matched to calls in order, and one connection is opened at a time); the worker sends one
     pipeline at a time, with at most `in_flight` of its calls unanswered."""
 
-    def __init__(self, connection: RedisConnection, in_flight: int = DEFAULT_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        connection: RedisConnection,
+        in_flight: int = DEFAULT_IN_FLIGHT,
+        on_connect: OnConnect | None = None,
+    ) -> None:
         if in_flight < 1:
             raise ValueError("in_flight must be at least 1")
         self._in_flight = in_flight
@@ -95,6 +111,7 @@ class ScriptConnection:
         self._username = connection.username
         self._password = connection.resolved_password()
         self._timeout_s = connection.socket_timeout_s
+        self._on_connect = on_connect
         self._replies: _Replies | None = None
         self._connecting = asyncio.Lock()
 
@@ -218,6 +235,8 @@ class ScriptConnection:
             # Always as the service's ACL user, as redis-py does: with no password found, an
             # empty one fails loudly instead of running as Redis's default user.
             await self._send(replies, ("AUTH", self._username, self._password or ""))
+            if self._on_connect is not None:
+                await self._on_connect(lambda *command: self._send(replies, command))
         except BaseException:  # cancelled too: the half-open connection must not leak
             replies.fail(exceptions.ConnectionError("redis script connection refused"))
             raise

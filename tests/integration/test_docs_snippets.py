@@ -71,7 +71,7 @@ def scorer(
          "sha256": ModelStore(tmp_path).digest(model_name, "1.0"), "published_at": time.time()}
     )
     producer = EventProducer(plain)
-    producer.send(plain.topic(MODEL_UPDATES), model_name, update)
+    producer.send(plain.topic(MODEL_UPDATES), update.log_key, update)
     producer.close()
     service = ScorerService(
         ServeSettings(

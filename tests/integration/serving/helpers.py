@@ -56,7 +56,7 @@ def model_update(path: Path, version: str, stage: str = "serving") -> ModelUpdat
 
 def publish(kafka: KafkaConnection, update: ModelUpdate) -> None:
     producer = EventProducer(kafka)
-    producer.send(kafka.topic(MODEL_UPDATES), update.model_name, update)
+    producer.send(kafka.topic(MODEL_UPDATES), update.log_key, update)
     producer.flush()
 
 

@@ -97,7 +97,7 @@ def test_what_a_model_load_leaves_behind_is_kept_out_of_the_cycle_collectors_wal
     def load(update: ModelUpdate) -> ModelBundle:
         left_behind.extend([n] for n in range(1000))
         return load_session_bundle(
-            tmp_path, MODEL, update.version, RetrievalConfig(kind="flat"), 20
+            tmp_path, MODEL, update.version, update.sha256, RetrievalConfig(kind="flat"), 20
         )
 
     publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))

@@ -108,7 +108,9 @@ def test_every_served_list_is_the_offline_reference_of_its_version(
         send_requests(kafka, asked)
         answered = {r.user_id: r for r in responses(kafka, len(asked))}
     assert set(answered) == set(events)
-    versions = {v: load_session_model(ModelStore(store), MODEL, v) for v in ("1.0", "1.1")}
+    stored = ModelStore(store)
+    versions = {v: load_session_model(stored, MODEL, v, stored.digest(MODEL, v))
+                for v in ("1.0", "1.1")}
     arms = {r.arm for r in answered.values()}
     assert arms == {"live", "pinned"}, "both arms answer some of the users"
     for user, response in answered.items():

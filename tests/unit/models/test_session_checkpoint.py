@@ -50,7 +50,7 @@ def test_a_delta_version_reloads_to_the_trained_model(tmp_path: Path) -> None:
     updates, dense = delta_parts(after, rows)
     store.save_delta("m", "1.0", updates, dense, session_manifest("m", "1.1", CONFIG, IDS))
 
-    loaded = load_session_model(store, "m")
+    loaded = load_session_model(store, "m", "1.1", store.digest("m", "1.1"))
     assert loaded.manifest.kind == "delta" and loaded.manifest.parent == "1.0"
     assert loaded.model.n_items == 7 and loaded.ranker is None
     restored = SessionTrainer(7, CONFIG, torch.device("cpu"))
@@ -75,7 +75,7 @@ def test_a_stored_ranker_and_the_served_id_map_round_trip(tmp_path: Path) -> Non
     ranker = DLRMRanker(DLRMConfig(n_dense=4, n_sparse=2, dim=CONFIG.dim))
     save_session_model(store, "m", "1.0", trainer.model, ["a", "b", "c"], ranker)
 
-    loaded = load_session_model(store, "m", "1.0")
+    loaded = load_session_model(store, "m", "1.0", store.digest("m", "1.0"))
     assert loaded.item_rows == {"a": 1, "b": 2, "c": 3}  # rows 4..6 have no id yet
     assert loaded.ranker is not None and loaded.ranker.config == ranker.config
     for key, value in ranker.state_dict().items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from models.sequence_training import SessionTrainer
 from models.sequences import Queries
 from models.session_config import SessionTransformerConfig
-from models.store import IntegrityError, Manifest, ModelStore
+from models.store import IntegrityError, Manifest, ModelStore, OutsideStore
 
 
 def _manifest(version: str) -> Manifest:
@@ -29,7 +30,7 @@ def test_full_checkpoint_round_trip_reproduces_scores(tmp_path: Path) -> None:
     version = store.next_version("session", major=True)
     store.save_full("session", trainer.model.state_dict(), _manifest(str(version)))
 
-    tensors, manifest = store.load("session")
+    tensors, manifest = store.load("session", "1.0", store.digest("session", "1.0"))
     restored = SessionTrainer(7, config.model_copy(update={"seed": 99}), torch.device("cpu"))
     restored.model.load_state_dict(tensors)
     queries = Queries([np.array([1, 2, 3])], [np.array([0, 60, 120])], np.array([180]),
@@ -49,14 +50,14 @@ def test_delta_applies_changed_rows_on_top_of_its_parent(tmp_path: Path) -> None
     store.save_delta("m", "1.0", {"table": (rows, values)}, {"dense": torch.zeros(2)},
                      _manifest(str(store.next_version("m", major=False))))
 
-    tensors, manifest = store.load("m")
+    tensors, manifest = store.load("m", "1.1", store.digest("m", "1.1"))
     assert manifest.kind == "delta" and manifest.parent == "1.0" and manifest.version == "1.1"
     assert tensors["table"].shape == (6, 3)
     assert torch.equal(tensors["table"][1], values[0])
     assert torch.equal(tensors["table"][0], table[0])
     assert torch.equal(tensors["table"][4], torch.zeros(3))
     assert torch.equal(tensors["dense"], torch.zeros(2))
-    old, _ = store.load("m", "1.0")
+    old, _ = store.load("m", "1.0", store.digest("m", "1.0"))
     assert torch.equal(old["table"], table)
 
 
@@ -110,7 +111,7 @@ def test_anything_else_in_a_models_folder_is_not_a_version(tmp_path: Path) -> No
     (tmp_path / "m" / "notes.txt").write_text("")
     assert [str(v) for v in store.versions("m")] == ["1.0"]
     with pytest.raises(ValueError):
-        store.load("m", "../x")
+        store.load("m", "../x", "0" * 64)
 
 
 def test_a_write_clears_what_an_interrupted_write_left(tmp_path: Path) -> None:
@@ -122,3 +123,64 @@ def test_a_write_clears_what_an_interrupted_write_left(tmp_path: Path) -> None:
     store.save_full("m", {"table": torch.ones(1)}, _manifest("2.0"))
     assert not leftover.exists()
     assert [str(v) for v in store.versions("m")] == ["1.0", "2.0"]
+
+
+def test_a_symlink_named_like_a_version_is_never_read_whatever_its_bytes(tmp_path: Path) -> None:
+    elsewhere = ModelStore(tmp_path / "elsewhere")
+    elsewhere.save_full("m", {"table": torch.ones(1)}, _manifest("7.0"))
+    digest = elsewhere.digest("m", "7.0")
+    store = ModelStore(tmp_path / "store")
+    store.save_full("m", {"table": torch.ones(1)}, _manifest("1.0"))
+    (tmp_path / "store" / "m" / "7.0").symlink_to(tmp_path / "elsewhere" / "m" / "7.0")
+    assert [str(v) for v in store.versions("m")] == ["1.0"]
+    with pytest.raises(OutsideStore):
+        store.load("m", "7.0", digest)
+    # A real folder whose files are links out of the store is refused the same way.
+    linked = tmp_path / "store" / "m" / "8.0"
+    linked.mkdir()
+    for name in ("weights.safetensors", "manifest.json"):
+        (linked / name).symlink_to(tmp_path / "elsewhere" / "m" / "7.0" / name)
+    with pytest.raises(OutsideStore):
+        store.load("m", "8.0", digest)
+    assert [str(v) for v in store.versions("m")] == ["1.0"]
+
+
+def test_a_model_folder_that_leads_out_of_the_store_is_refused(tmp_path: Path) -> None:
+    elsewhere = ModelStore(tmp_path / "elsewhere")
+    elsewhere.save_full("m", {"table": torch.ones(1)}, _manifest("1.0"))
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "m").symlink_to(tmp_path / "elsewhere" / "m")
+    store = ModelStore(tmp_path / "store")
+    with pytest.raises(OutsideStore):
+        store.load("m", "1.0", elsewhere.digest("m", "1.0"))
+    assert store.versions("m") == []
+
+
+def test_empty_and_partial_version_folders_never_block_a_publication(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(1)}, _manifest("1.0"))
+    (tmp_path / "m" / "1.1").mkdir()  # empty, named like the next version
+    partial = tmp_path / "m" / "1.2"
+    partial.mkdir()
+    (partial / "weights.safetensors").write_bytes(b"half a file")  # no manifest
+    (tmp_path / "m" / "1.3").symlink_to(tmp_path / "nowhere")  # dangling
+    assert [str(v) for v in store.versions("m")] == ["1.0"]
+    assert str(store.latest("m")) == "1.0"
+    version = str(store.next_version("m", major=False))
+    assert version == "1.4"
+    store.save_full("m", {"table": torch.ones(1)}, _manifest(version))
+    assert [str(v) for v in store.versions("m")] == ["1.0", "1.4"]
+    assert str(store.next_version("m", major=True)) == "2.0"
+
+
+def test_a_delta_without_its_parents_digest_is_refused(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    store.save_full("m", {"table": torch.ones(3, 2)}, _manifest("1.0"))
+    store.save_delta("m", "1.0", {"table": (torch.tensor([0]), torch.zeros(1, 2))}, {},
+                     _manifest("1.1"))
+    manifest = tmp_path / "m" / "1.1" / "manifest.json"
+    raw = json.loads(manifest.read_text())
+    raw["parent_sha256"] = None
+    manifest.write_text(json.dumps(raw))
+    with pytest.raises(IntegrityError):
+        store.load("m", "1.1", store.digest("m", "1.1"))

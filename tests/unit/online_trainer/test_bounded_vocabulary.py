@@ -140,8 +140,10 @@ def test_published_id_maps_are_one_to_one_and_drop_evicted_ids(
     trainer.train_batch(stream[:700])
     assert trainer.maybe_publish().publish
     trainer.train_batch(stream[700:])
-    trainer.publish(None, major=False)
-    _, manifest = ModelStore(tmp_path / "store").load("session_transformer")
+    latest = trainer.publish(None, major=False).update
+    _, manifest = ModelStore(tmp_path / "store").load(
+        "session_transformer", latest.version, latest.sha256
+    )
     served = manifest.id_maps["item"]
     assert len(served) == max_rows and _one_to_one(served)
     assert served == trainer.model.items.mapping()

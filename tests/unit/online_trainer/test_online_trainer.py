@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import torch
+from prometheus_client import REGISTRY
 
 from models.session_checkpoint import session_manifest
 from models.store import ModelStore
@@ -21,9 +22,16 @@ class RecordingSink:
 
     def __init__(self) -> None:
         self.records: list[ModelUpdate] = []
+        self.keys: list[str] = []
+        self.tombstones: list[str] = []
 
     def send(self, topic: str, key: str, record: ModelUpdate) -> None:
         self.records.append(record)
+        self.keys.append(key)
+
+    def send_raw(self, topic: str, key: str, value: bytes | None) -> None:
+        assert value is None
+        self.tombstones.append(key)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         return None
@@ -87,8 +95,11 @@ def test_first_publication_is_full_and_later_ones_are_gated_deltas_or_full(tmp_p
     assert versions[0] == "1.0"
     if len(versions) > 1:
         assert versions[1] == "1.1"
-    tensors, manifest = ModelStore(tmp_path / "store").load("session_transformer")
+    tensors, manifest = ModelStore(tmp_path / "store").load(
+        "session_transformer", versions[-1], sink.records[-1].sha256
+    )
     assert manifest.version == versions[-1]
+    assert sink.keys == [f"session_transformer/{v}" for v in versions]
     assert set(manifest.id_maps["item"]) == set(trainer.model.items.mapping())
     assert torch.equal(tensors["item_bias"], trainer.serving.tensors()["item_bias"])  # type: ignore[union-attr]
 
@@ -106,7 +117,9 @@ def test_a_few_changed_rows_are_published_as_a_delta_that_reloads_exactly(tmp_pa
     publication = trainer.publisher.publish("1.1", tensors, ("1.0", parent), manifest, None)
     assert (publication.kind, publication.changed_rows) == ("delta", 2)
     assert sink.records[-1].kind == "delta" and sink.records[-1].base_version == "1.0"
-    loaded, _ = ModelStore(tmp_path / "store").load("session_transformer", "1.1")
+    loaded, _ = ModelStore(tmp_path / "store").load(
+        "session_transformer", "1.1", sink.records[-1].sha256
+    )
     assert all(torch.equal(loaded[k], v) for k, v in tensors.items())
 
 
@@ -156,10 +169,10 @@ def test_a_rollback_serves_the_previous_version_again_and_publishes_forward_from
     assert trainer.roll_back("1.0", "not the serving version") is None
     assert trainer.roll_back("1.1", "kpi.ctr dropped") == "1.0"
     back = sink.records[-1]
-    assert (back.version, back.stage, back.rollback_from) == ("1.0", "serving", "1.1")
-    assert back.sha256 == trainer.store.digest("session_transformer", "1.0")
+    assert (back.version, back.stage) == ("1.1", "rolled_back")
+    assert back.sha256 == trainer.store.digest("session_transformer", "1.1")
     assert trainer.state.serving_version == "1.0"
-    served, _ = trainer.store.load("session_transformer", "1.0")
+    served, _ = trainer.store.load("session_transformer", "1.0", sink.records[0].sha256)
     assert torch.equal(trainer.model.tensors()["item_bias"][: len(served["item_bias"])],
                        served["item_bias"])
 
@@ -167,3 +180,55 @@ def test_a_rollback_serves_the_previous_version_again_and_publishes_forward_from
     trainer.publish(None, major=False)
     after = sink.records[-1]
     assert after.version == "1.2" and after.base_version in (None, "1.0")
+
+
+def test_a_rollback_returns_to_what_served_before_never_to_a_rejected_candidate(
+    tmp_path: Path,
+) -> None:
+    trainer, sink = _trainer(tmp_path)
+    stream = envelopes(1200)
+    trainer.train_batch(stream[:600])
+    trainer.publish(None, major=True)  # 1.0 serves
+    trainer.train_batch(stream[600:900])
+    trainer.publish(None, major=False)  # 1.1, then the canary takes it out
+    trainer.log.apply(sink.records[-1].model_copy(update={"stage": "rolled_back"}))
+    trainer.train_batch(stream[900:])
+    trainer.publish(None, major=False)  # 1.2 serves
+    assert trainer.roll_back("1.2", "kpi.ctr dropped") == "1.0"
+    assert (sink.records[-1].version, sink.records[-1].stage) == ("1.2", "rolled_back")
+
+
+def test_a_resume_never_trusts_a_serving_version_whose_bytes_changed(tmp_path: Path) -> None:
+    trainer, sink = _trainer(tmp_path)
+    trainer.train_batch(envelopes(600))
+    trainer.publish(None, major=True)
+    weights = tmp_path / "store" / "session_transformer" / "1.0" / "weights.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 1
+    weights.write_bytes(bytes(raw))
+    restarted, sink = _trainer(tmp_path)
+    assert restarted.state.serving_version == "1.0" and restarted.serving is None
+    assert _rejected("serving_version", "IntegrityError") >= 1
+    restarted.train_batch(envelopes(900)[600:])
+    restarted.publish(None, major=False)
+    assert (sink.records[-1].version, sink.records[-1].kind) == ("1.1", "full")
+
+
+def test_a_checkpoint_whose_bytes_changed_is_set_aside_and_never_resumed(tmp_path: Path) -> None:
+    trainer, _ = _trainer(tmp_path)
+    trainer.train_batch(envelopes(600))
+    trainer.checkpoint()
+    optimizer = tmp_path / "state" / "checkpoint" / "optimizer.pt"
+    optimizer.write_bytes(optimizer.read_bytes() + b"\0")
+    before = _rejected("checkpoint", "IntegrityError")
+    restarted, _ = _trainer(tmp_path)
+    assert restarted.state.offsets == {} and restarted.state.batches == 0
+    assert _rejected("checkpoint", "IntegrityError") == before + 1
+    assert (tmp_path / "state" / "checkpoint.rejected" / "optimizer.pt").exists()
+
+
+def _rejected(what: str, reason: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "streamrec_trainer_loads_rejected_total", {"what": what, "reason": reason}
+    )
+    return value or 0.0

@@ -55,7 +55,7 @@ def test_a_ranker_that_beats_retrieval_is_stored_published_and_served(tmp_path: 
     assert update.model_name == "ranker" and update.stage == "serving"
     assert update.sha256 == store.digest("ranker", update.version)
     assert update.metrics["ranker_ndcg@10"] > update.metrics["retrieval_ndcg@10"]
-    slot = RankerSlot(store)
+    slot = RankerSlot(store, "ranker")
     assert slot.apply(update)
     served = slot.current()
     assert served is not None and served.version == update.version
@@ -94,9 +94,16 @@ def test_the_slot_refuses_a_tampered_version_and_keeps_retrieval_order(tmp_path:
     for epoch in range(6):
         _train(training, _examples(300, seed=epoch))
     update = training.published[-1]
-    slot = RankerSlot(store)
+    rejected: list[str] = []
+    slot = RankerSlot(store, "ranker", lambda u, e: rejected.append(type(e).__name__))
     assert not slot.apply(update.model_copy(update={"sha256": "0" * 64}))
-    assert slot.current() is None
+    assert slot.current() is None and rejected == ["IntegrityError"]
+    # A version that verifies serves; when a newer one fails, the scorer stays on it.
+    assert len(training.published) >= 2, "the gate promoted twice"
+    older, newest = training.published[-2], training.published[-1]
+    assert slot.apply(older) and slot.current().version == older.version  # type: ignore[union-attr]
+    assert not slot.apply(newest.model_copy(update={"sha256": "0" * 64}))
+    assert slot.current().version == older.version  # type: ignore[union-attr]
 
 
 def test_gate_runs_are_counted_by_outcome_with_the_last_gain() -> None:

@@ -1,79 +1,84 @@
 import threading
+from collections.abc import Callable
 
 from schemas.model_updates import ModelUpdate
 from serving.model_bundle import ModelBundle
-from serving.registry import Desired, ModelRegistry, Routing, canary_bucket, desire
+from serving.registry import ModelRegistry, Routing, canary_bucket
 from tests.unit.serving.fakes import deployment, make_bundle, update
 
-
-def replay(*updates: ModelUpdate) -> Desired:
-    state = Desired()
-    for u in updates:
-        state = desire(state, u)
-    return state
+MODEL = "session"
 
 
-def test_candidate_then_promotion_serves_the_candidate_without_a_canary() -> None:
-    state = replay(update("1.0"), update("1.1", "candidate"), update("1.1"))
-    assert state.serving is not None and state.serving.version == "1.1"
-    assert state.canary is None
+def _registry(
+    loader: Callable[[ModelUpdate], ModelBundle] | None = None, canary_share: float = 0.1
+) -> ModelRegistry:
+    return ModelRegistry(MODEL, loader or (lambda u: make_bundle(u.version)), canary_share)
 
 
-def test_rolled_back_candidate_leaves_serving_untouched() -> None:
-    state = replay(update("1.0"), update("1.1", "candidate"), update("1.1", "rolled_back"))
-    assert state.serving is not None and state.serving.version == "1.0"
-    assert state.canary is None
+def _serving(registry: ModelRegistry) -> str | None:
+    serving = registry.snapshot().serving
+    return serving.version if serving else None
 
 
-def test_rolling_back_the_serving_version_returns_to_the_previous_one() -> None:
-    state = replay(update("1.0"), update("1.1"), update("1.1", "rolled_back"))
-    assert state.serving is not None and state.serving.version == "1.0"
-
-
-def test_a_newer_serving_version_retires_an_older_canary() -> None:
-    state = replay(update("1.0"), update("1.1", "candidate"), update("2.0"))
-    assert state.canary is None
-
-
-def test_an_older_serving_version_without_a_rollback_is_refused() -> None:
-    state = replay(update("1.0"), update("2.0"), update("1.3"))
-    assert state.serving is not None and state.serving.version == "2.0"
-
-
-def test_an_explicit_rollback_of_the_serving_version_moves_back() -> None:
-    back = update("1.0").model_copy(update={"rollback_from": "1.1"})
-    state = replay(update("1.0"), update("1.1"), back, update("1.2"))
-    assert state.serving is not None and state.serving.version == "1.2"
-    assert [p.version for p in state.previous] == ["1.0"]
-
-
-def test_a_rollback_naming_another_version_is_refused() -> None:
-    back = update("1.0").model_copy(update={"rollback_from": "1.1"})
-    state = replay(update("1.0"), update("1.1"), update("1.2"), back)
-    assert state.serving is not None and state.serving.version == "1.2"
-
-
-def test_a_candidate_older_than_what_serves_is_refused() -> None:
-    state = replay(update("2.0"), update("1.5", "candidate"))
-    assert state.canary is None
-
-
-def test_the_registry_counts_refused_updates_and_keeps_serving() -> None:
-    loaded: list[str] = []
+def test_a_version_that_fails_to_load_falls_back_to_the_newest_earlier_one_and_is_reported() -> (
+    None
+):
+    rejected: list[tuple[str, str]] = []
+    loads: list[str] = []
 
     def loader(u: ModelUpdate) -> ModelBundle:
-        loaded.append(u.version)
+        loads.append(u.version)
+        if u.version in ("1.2", "1.1"):
+            raise OSError("corrupt checkpoint")
         return make_bundle(u.version)
 
-    registry = ModelRegistry(loader, canary_share=0.1)
+    registry = _registry(loader)
+    registry.on_rejected = lambda u, e: rejected.append((u.version, type(e).__name__))
     try:
-        registry.apply(update("2.0"))
+        for version in ("1.0", "1.1", "1.2"):
+            registry.apply(update(version))
         assert registry.wait_until_settled(5)
+        assert _serving(registry) == "1.0"
+        assert sorted(rejected) == [("1.1", "OSError"), ("1.2", "OSError")]
+        registry.apply(update("1.2", "rolled_back"))  # nothing to retry: 1.1 failed already
+        assert registry.wait_until_settled(5)
+        assert _serving(registry) == "1.0" and loads.count("1.1") == 1
+    finally:
+        registry.close()
+
+
+def test_a_rolled_back_serving_version_stops_answering_before_its_fallback_loads() -> None:
+    release = threading.Event()
+
+    def loader(u: ModelUpdate) -> ModelBundle:
+        if u.version == "1.0":
+            release.wait(5)
+        return make_bundle(u.version)
+
+    registry = _registry(loader, canary_share=0.0)
+    try:
+        registry.apply(update("1.1"))
+        assert registry.wait_until_settled(5) and _serving(registry) == "1.1"
+        registry.apply(update("1.0"))  # an earlier serving version: a fallback, not loaded
+        registry.apply(update("1.1", "rolled_back"))
+        # At once: no answer from 1.1, though 1.0 is still loading.
+        assert _serving(registry) is None
+        release.set()
+        assert registry.wait_until_settled(5) and _serving(registry) == "1.0"
+    finally:
+        release.set()
+        registry.close()
+
+
+def test_a_retired_version_leaves_the_routing() -> None:
+    registry = _registry()
+    try:
         registry.apply(update("1.0"))
+        registry.apply(update("1.1", "candidate"))
         assert registry.wait_until_settled(5)
-        assert registry.refused == 1 and loaded == ["2.0"]
-        assert registry.snapshot().serving is not None
-        assert registry.snapshot().serving.version == "2.0"  # type: ignore[union-attr]
+        registry.retire("1.1")
+        assert registry.snapshot().canary is None
+        assert registry.wait_until_settled(5) and _serving(registry) == "1.0"
     finally:
         registry.close()
 
@@ -97,7 +102,7 @@ def test_swap_waits_for_the_load_and_then_switches_at_once() -> None:
             release.wait(5)
         return make_bundle(u.version)
 
-    registry = ModelRegistry(loader, canary_share=0.0)
+    registry = _registry(loader, canary_share=0.0)
     try:
         registry.apply(update("1.0"))
         assert registry.wait_until_settled(5)
@@ -118,7 +123,7 @@ def test_swap_waits_for_the_load_and_then_switches_at_once() -> None:
 
 
 def test_snapshots_taken_during_swaps_are_always_consistent() -> None:
-    registry = ModelRegistry(lambda u: make_bundle(u.version, n_items=5), canary_share=0.5)
+    registry = _registry(lambda u: make_bundle(u.version, n_items=5), canary_share=0.5)
     stop = threading.Event()
     torn: list[str] = []
 
@@ -155,7 +160,7 @@ def test_promotion_reuses_the_loaded_canary_bundle() -> None:
         loads.append(u.version)
         return make_bundle(u.version)
 
-    registry = ModelRegistry(loader, canary_share=0.1)
+    registry = _registry(loader)
     try:
         registry.apply(update("1.0"))
         registry.apply(update("1.1", "candidate"))
@@ -167,22 +172,5 @@ def test_promotion_reuses_the_loaded_canary_bundle() -> None:
         assert canary is not None and serving is not None
         assert serving.bundle is canary.bundle
         assert loads == ["1.0", "1.1"]
-    finally:
-        registry.close()
-
-
-def test_a_version_that_fails_to_load_leaves_the_serving_one_in_place() -> None:
-    def loader(u: ModelUpdate) -> ModelBundle:
-        if u.version == "1.1":
-            raise OSError("corrupt checkpoint")
-        return make_bundle(u.version)
-
-    registry = ModelRegistry(loader, canary_share=0.0)
-    try:
-        registry.apply(update("1.0"))
-        registry.apply(update("1.1"))
-        assert registry.wait_until_settled(5)
-        serving = registry.snapshot().serving
-        assert serving is not None and serving.version == "1.0"
     finally:
         registry.close()

@@ -41,7 +41,10 @@ def test_a_stored_checkpoint_loads_into_a_bundle_that_encodes_and_searches(
     tmp_path: Path,
 ) -> None:
     stored(tmp_path, with_ranker=False)
-    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    bundle = load_session_bundle(
+        tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"), RetrievalConfig(kind="flat"),
+        20,
+    )
     assert len(bundle.index) == len(ITEMS)  # rows without an id are not indexed
     queries = bundle.recommender.encode([[(1, 100.0), (2, 160.0)], [(3, 100.0)]])
     _scores, ids = bundle.index.search(queries, 10)
@@ -52,7 +55,10 @@ def test_a_stored_checkpoint_loads_into_a_bundle_that_encodes_and_searches(
 
 def test_a_stored_ranker_reorders_the_filtered_candidates(tmp_path: Path) -> None:
     stored(tmp_path, with_ranker=True)
-    bundle = load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+    bundle = load_session_bundle(
+        tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"), RetrievalConfig(kind="flat"),
+        20,
+    )
     assert bundle.ranker is not None
     routing = Routing(Deployment(update("1.0"), bundle, since=0.0))
     reader = FakeReader({"u": context("u", ["i1", "i2"])})
@@ -136,7 +142,8 @@ def test_a_served_list_is_the_offline_reference_of_the_same_version(tmp_path: Pa
     ranks (the scorer's default retrieval settings; 60 items are below its exact threshold)."""
     stored(tmp_path, with_ranker=False)
     retrieval = ServeSettings().retrieval
-    bundle = load_session_bundle(tmp_path, "m", "1.0", retrieval, 20)
+    digest = ModelStore(tmp_path).digest("m", "1.0")
+    bundle = load_session_bundle(tmp_path, "m", "1.0", digest, retrieval, 20)
     assert retrieval.kind == "ivf"
     assert isinstance(bundle.index, FaissItemIndex) and bundle.index.kind == "flat"
     events = [("i5", 1_000.0), ("i9", 1_030.0), ("i9", 1_031.0), ("brand-new", 1_040.0),
@@ -148,7 +155,7 @@ def test_a_served_list_is_the_offline_reference_of_the_same_version(tmp_path: Pa
     routing = Routing(Deployment(update("1.0"), bundle, since=0.0))
     served = Scorer(FakeReader({"u": user}), lambda: routing, BusinessRules(),
                     history_length=20).score_batch([request("u", k=10)])[0].response
-    version = load_session_model(ModelStore(tmp_path), "m", "1.0")
+    version = load_session_model(ModelStore(tmp_path), "m", "1.0", digest)
     expected = reference_answer(version, events, 10, 20, excluded={i for i, _ in events})
     assert served.strategy == "model" and len(expected) == 10
     assert [i.item_id for i in served.items] == [i for i, _ in expected]
@@ -161,4 +168,5 @@ def test_a_version_trained_with_the_masked_objective_is_refused(tmp_path: Path) 
     config = SessionTransformerConfig(dim=16, layers=1, max_len=20, objective="masked")
     save_session_model(ModelStore(tmp_path), "m", "1.0", SessionTransformer(64, config), ITEMS)
     with pytest.raises(ValueError, match="masked"):
-        load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)
+        load_session_bundle(tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"),
+                            RetrievalConfig(kind="flat"), 20)
