@@ -25,15 +25,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-import torch.nn.functional as F  # noqa: N812 - torch convention
 
 from models.accelerators import autocast_context, default_device
 from models.embeddings import grow_optimizer_state, reset_optimizer_rows
 from models.item_init import spectral_item_vectors
-from models.metrics import exclude, metrics_from_ranks, target_ranks
+from models.metrics import NEVER, metrics_from_ranks
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import MASK_ID, SessionTransformer
+from models.softmax_loss import (
+    catalog_cross_entropy,
+    sampled_cross_entropy,
+    seen_pairs,
+    table_rows,
+    uniform_negatives,
+)
 
 log = logging.getLogger(__name__)
 IntArray = npt.NDArray[np.int64]
@@ -59,6 +65,8 @@ class FitReport:
     train_s: float
     examples: int
     history: list[tuple[int, float, float]]  # (epoch, seconds since start, val ndcg@10)
+    capped_at_epoch: int | None = None
+    """The epoch after which the wall-clock safety cap stopped training (None: it did not)."""
 
 
 def _gaps(times: IntArray) -> IntArray:
@@ -170,9 +178,11 @@ class SessionTrainer:
         torch.manual_seed(config.seed)
         self.model = SessionTransformer(n_items, config).to(self.device)
         self.optimizer = torch.optim.AdamW(
-            _param_groups(self.model, config), lr=config.lr, weight_decay=config.weight_decay
+            _param_groups(self.model, config), lr=config.lr, weight_decay=config.weight_decay,
+            fused=True,  # one kernel per parameter group: several times faster on CPU
         )
         self._rng = np.random.default_rng(config.seed)
+        self._generator = torch.Generator().manual_seed(config.seed)
 
     def grow_items(self, n_items: int) -> None:
         """Admits new item rows, keeping existing rows and their AdamW moments."""
@@ -199,56 +209,36 @@ class SessionTrainer:
         self.model.item_embedding.weight.copy_(vectors.to(self.device) * scale)
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Cross-entropy of the next item (and, weighted down, of the few after it)."""
+        """Cross-entropy of the next item at every position (see :mod:`models.softmax_loss`)."""
         items = batch.items.to(self.device)
         with autocast_context(self.device):
             hidden = self.model(items, batch.gaps.to(self.device))
-            targets = batch.targets.to(self.device)
-            catalog = self.model.n_items - self.config.virtual_items
-            # Non-item pages are inputs only: a position whose next event is one learns nothing.
-            mask = (targets[..., 0] > 0) & (targets[..., 0] <= catalog)
-            picked, future = hidden[mask], targets[mask]
-            if self.config.loss == "sampled":
-                return self._sampled_loss(picked, future[:, 0])
-            logits = self.model.logits(picked).float()
-            logits[:, 0] = -torch.inf
-            logits[:, catalog + 1 :] = -torch.inf
-            if self.config.mask_seen and self.config.objective == "causal":
-                logits = _mask_seen(logits, items, mask, future[:, 0])
-            next_loss = F.cross_entropy(
-                logits, future[:, 0], label_smoothing=self.config.label_smoothing
-            )
-            if future.shape[1] == 1:
-                return next_loss
-            return self._future_loss(logits, future, next_loss)
+        targets = batch.targets[..., 0].to(self.device)
+        catalog = self.model.n_items - self.config.virtual_items
+        # Non-item pages are inputs only: a position whose next event is one learns nothing.
+        mask = (targets > 0) & (targets <= catalog)
+        picked, target = hidden[mask].float(), targets[mask]
+        excluded = (
+            seen_pairs(items, mask, target)
+            if self.config.mask_seen and self.config.objective == "causal" else None
+        )
+        return self.catalog_loss(picked, target, excluded, catalog)
 
-    def _future_loss(
-        self, logits: torch.Tensor, future: torch.Tensor, next_loss: torch.Tensor
+    def catalog_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, excluded: torch.Tensor | None,
+        catalog: int,
     ) -> torch.Tensor:
-        # Ratings entered in one sitting have near-arbitrary order, so the items just after the
-        # next one are nearly as informative a target; weights decay geometrically.
-        log_probs = torch.log_softmax(logits[:, 1:], dim=1)
-        picked = torch.gather(log_probs, 1, (future[:, 1:] - 1).clamp(min=0))
-        valid = ((future[:, 1:] > 0) & torch.isfinite(picked)).float()
-        picked = torch.nan_to_num(picked, neginf=0.0)
-        weights = self.config.future_decay ** torch.arange(
-            1, future.shape[1], device=logits.device, dtype=torch.float32
-        )
-        ahead = -(picked * valid * weights).sum() / valid.sum().clamp(min=1.0)
-        return (next_loss + ahead) / (1.0 + float(weights.sum()))
-
-    def _sampled_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # Shared uniform negatives; uniform sampling needs no logQ term beyond a constant.
-        negatives = torch.randint(
-            1, self.model.n_items + 1, (self.config.n_negatives,), device=hidden.device
-        )
-        table = self.model.item_embedding.weight
-        pos = (hidden * table[targets]).sum(-1) + self.model.item_bias[targets]
-        neg = hidden @ table[negatives].T + self.model.item_bias[negatives]
-        neg = neg.masked_fill(negatives[None, :] == targets[:, None], -torch.inf)
-        logits = torch.cat([pos[:, None], neg], dim=1).float()
-        zeros = torch.zeros(len(targets), dtype=torch.int64, device=hidden.device)
-        return F.cross_entropy(logits, zeros)
+        """The loss over items ``1..catalog`` of the picked positions' hidden states."""
+        table = self.model.item_embedding.weight[: catalog + 1]
+        bias = self.model.item_bias[: catalog + 1]
+        if self.config.loss == "sampled":
+            negatives = uniform_negatives(
+                catalog, self.config.n_negatives, self._generator, hidden.device
+            )
+            return sampled_cross_entropy(
+                hidden, targets, negatives, table_rows(table, bias), catalog, excluded
+            )
+        return catalog_cross_entropy(hidden, table, bias, targets, excluded)
 
     def _step(self, batch: Batch) -> float:
         self.model.train()
@@ -305,14 +295,15 @@ class SessionTrainer:
                      cfg.reverse_pretrain_epochs, time.perf_counter() - start)
         schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         tracker = _BestTracker(cfg.patience)
-        examples, epoch = 0, 0
+        examples, epoch, out_of_time = 0, 0, False
         for epoch in range(1, cfg.epochs + 1):
             examples += self._epoch(train, lengths, schedule)
             elapsed = time.perf_counter() - start
             out_of_time = elapsed > cfg.time_budget_s
             if out_of_time:
                 log.info("time budget reached epoch=%d elapsed_s=%.1f", epoch, elapsed)
-            if validation is not None and (epoch % cfg.eval_every == 0 or out_of_time):
+            last = epoch == cfg.epochs or out_of_time
+            if validation is not None and (epoch % cfg.eval_every == 0 or last):
                 ndcg = self.evaluate(validation)["ndcg@10"]
                 log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)
                 if tracker.update(epoch, elapsed, ndcg, self.model):
@@ -322,7 +313,7 @@ class SessionTrainer:
         if validation is not None and tracker.state is not None:
             self.model.load_state_dict(tracker.state)
         return FitReport(epoch, tracker.best_epoch, tracker.best, time.perf_counter() - start,
-                         examples, tracker.history)
+                         examples, tracker.history, epoch if out_of_time else None)
 
     def _epoch(
         self, train: UserSequences, lengths: dict[int, int],
@@ -368,11 +359,27 @@ class SessionTrainer:
             rows.append(self.model.logits(q)[:, : catalog + 1].float().cpu().numpy())
         return np.concatenate(rows).astype(np.float32)
 
-    def evaluate(self, queries: Queries) -> dict[str, float]:
+    @torch.no_grad()
+    def evaluate(self, queries: Queries, batch_size: int = 1024) -> dict[str, float]:
+        """Metrics of the queries' targets ranked against the catalog, history items excluded;
+        computed a batch of queries at a time (no full score matrix is held)."""
         catalog = self.model.n_items - self.config.virtual_items
-        seen = [h[h <= catalog] for h in queries.histories]
-        scores = exclude(self.score(queries), seen)
-        return metrics_from_ranks(target_ranks(scores, queries.targets))
+        ranks = []
+        for lo in range(0, len(queries.targets), batch_size):
+            hi = lo + batch_size
+            q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
+            scores = self.model.logits(q)[:, : catalog + 1].float()
+            seen = [torch.from_numpy(h[h <= catalog]) for h in queries.histories[lo:hi]]
+            rows = torch.repeat_interleave(torch.arange(len(seen)),
+                                           torch.tensor([len(h) for h in seen]))
+            scores[rows.to(scores.device), torch.cat(seen).to(scores.device)] = -torch.inf
+            scores[:, 0] = -torch.inf
+            targets = torch.from_numpy(queries.targets[lo:hi]).to(scores.device)
+            picked = scores.gather(1, targets[:, None])
+            rank = (scores >= picked).sum(dim=1).cpu().numpy().astype(np.int64)
+            rank[~np.isfinite(picked[:, 0].cpu().numpy())] = NEVER
+            ranks.append(rank)
+        return metrics_from_ranks(np.concatenate(ranks))
 
 
 def _append_mask(items: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -405,24 +412,6 @@ class _BestTracker:
             return False
         self.stale += 1
         return self.stale >= self.patience
-
-
-def _mask_seen(
-    logits: torch.Tensor, items: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor
-) -> torch.Tensor:
-    """Removes items already in each prefix from that position's softmax (never the target).
-
-    Serving filters already-seen items (the filtering stage), so pushing them down is wasted effort,
-    and a harmful one: they resemble the next item more than any random negative does.
-    """
-    batch, length = items.shape
-    positions = torch.arange(length, device=items.device).expand(batch, length)
-    first = torch.full((batch, logits.shape[1]), length, device=items.device, dtype=torch.int64)
-    first.scatter_reduce_(1, items, positions, reduce="amin")
-    rows, steps = mask.nonzero(as_tuple=True)
-    seen = first[rows] <= steps[:, None]
-    seen[torch.arange(len(targets), device=items.device), targets] = False
-    return logits.masked_fill(seen, -torch.inf)
 
 
 def _param_groups(

@@ -45,15 +45,51 @@ def gap_buckets(gaps_s: torch.Tensor) -> torch.Tensor:
     return torch.where(gaps_s < 0, torch.zeros_like(buckets), buckets)
 
 
+class Dropout(nn.Module):
+    """Inverted dropout whose mask comes from uniform draws: the same distribution as
+    ``nn.Dropout``, which draws a Bernoulli per element at about five times the CPU cost."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand_like(x) >= self.p
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
+class SwiGLU(nn.Module):
+    """Gated feed-forward ``W_out(silu(W_gate x) * W_up x)`` (no biases), as in LiGR layers."""
+
+    def __init__(self, dim: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.dropout = Dropout(dropout)
+        self.out = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.up(x).chunk(2, dim=-1)
+        out: torch.Tensor = self.out(self.dropout(F.silu(gate) * up))
+        return out
+
+
 class CausalBlock(nn.Module):
     """Pre-norm Transformer block with causal ``scaled_dot_product_attention``.
 
     Written out rather than ``nn.TransformerEncoderLayer`` so attention always takes the fused
     causal kernel: attention-probability dropout would force the slow math path (and cost a
     quarter of the step on CPU), so dropout is applied on the residual branches only.
+
+    ``gated`` makes it a LiGR layer (eSASRec): each residual branch is scaled by a learned
+    sigmoid gate of the block's input, ``x + sigmoid(W x) * branch``, and the feed-forward is a
+    SwiGLU.
     """
 
-    def __init__(self, dim: int, heads: int, ffn_multiplier: int, dropout: float) -> None:
+    def __init__(
+        self, dim: int, heads: int, ffn_multiplier: int, dropout: float, gated: bool = False
+    ) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim={dim} must be divisible by heads={heads}")
@@ -62,13 +98,31 @@ class CausalBlock(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.ffn_norm = nn.LayerNorm(dim)
-        self.ffn = nn.Sequential(
-            nn.Linear(dim, dim * ffn_multiplier),
-            nn.GELU(),
-            nn.Dropout(dropout),
-            nn.Linear(dim * ffn_multiplier, dim),
-        )
-        self.dropout = nn.Dropout(dropout)
+        self.ffn: nn.Module
+        self.gates: nn.Linear | None = None
+        if gated:
+            self.ffn = SwiGLU(dim, dim * ffn_multiplier, dropout)
+            self.gates = nn.Linear(dim, 2 * dim)
+        else:
+            self.ffn = nn.Sequential(
+                nn.Linear(dim, dim * ffn_multiplier),
+                nn.GELU(),
+                Dropout(dropout),
+                nn.Linear(dim * ffn_multiplier, dim),
+            )
+        self.dropout = Dropout(dropout)
+
+    def _attend(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        branch = self.dropout(self.proj(attended))
+        if self.gates is None:
+            y = x + branch
+            out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
+            return out
+        dim = x.shape[-1]
+        y = x + torch.sigmoid(F.linear(x, self.gates.weight[:dim], self.gates.bias[:dim])) * branch
+        gate = torch.sigmoid(F.linear(y, self.gates.weight[dim:], self.gates.bias[dim:]))
+        out = y + gate * self.dropout(self.ffn(self.ffn_norm(y)))
+        return out
 
     def forward(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
         """`keys` None: causal attention. Given (``[batch, length]``, True = a real position):
@@ -80,10 +134,7 @@ class CausalBlock(nn.Module):
             attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
-        attended = attended.transpose(1, 2).reshape(batch, length, dim)
-        x = x + self.dropout(self.proj(attended))
-        out: torch.Tensor = x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return out
+        return self._attend(x, attended.transpose(1, 2).reshape(batch, length, dim))
 
     def query(self, x: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """``forward(x)[row, last[row]]`` for each row, computing only those positions' outputs.
@@ -105,9 +156,7 @@ class CausalBlock(nn.Module):
         hidden = torch.arange(length, device=x.device)[None, :] > last[:, None]
         scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))
         attended = (torch.softmax(scores, dim=-1) @ v).reshape(batch, dim)
-        y = x[rows, last] + self.dropout(self.proj(attended))
-        out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
-        return out
+        return self._attend(x[rows, last], attended)
 
 
 class SessionTransformer(nn.Module):
@@ -122,10 +171,11 @@ class SessionTransformer(nn.Module):
         self.item_bias = nn.Parameter(torch.zeros(n_items + 1))
         self.position_embedding = nn.Embedding(config.max_len, dim)
         self.gap_embedding = nn.Embedding(N_GAP_BUCKETS, dim)
-        self.input_dropout = nn.Dropout(config.dropout)
+        self.input_dropout = Dropout(config.dropout)
         self.input_norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(
-            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
+            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout,
+                        gated=config.layer == "ligr")
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)

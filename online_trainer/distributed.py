@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F  # noqa: N812 - torch convention
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -40,8 +41,9 @@ from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequence_training import Batch, FitReport, SessionTrainer, history_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import N_GAP_BUCKETS, CausalBlock, gap_buckets
+from models.session_transformer import N_GAP_BUCKETS, CausalBlock, Dropout, gap_buckets
 from models.sharded_embeddings import ShardedTable, embedding_std, sharded_logits
+from models.softmax_loss import sampled_cross_entropy, uniform_negatives
 from online_trainer.online_model import Interaction
 from online_trainer.retrain import split_recent
 from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
@@ -82,10 +84,11 @@ class DenseEncoder(nn.Module):
 
     def __init__(self, dim: int, config: SessionTransformerConfig) -> None:
         super().__init__()
-        self.input_dropout = nn.Dropout(config.dropout)
+        self.input_dropout = Dropout(config.dropout)
         self.input_norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(
-            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
+            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout,
+                        gated=config.layer == "ligr")
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)
@@ -169,6 +172,7 @@ class ShardedSessionTrainer(SessionTrainer):
             lr=config.lr, weight_decay=config.weight_decay,
         )
         self._rng = np.random.default_rng(config.seed)
+        self._generator = torch.Generator().manual_seed(config.seed)
 
     @torch.no_grad()
     def init_items_from(self, train: UserSequences) -> None:
@@ -192,6 +196,29 @@ class ShardedSessionTrainer(SessionTrainer):
             self.init_items_from(train)
             self.config = self.config.model_copy(update={"spectral_init": False})
         return super().fit(shard(train, dist.get_rank(), dist.get_world_size()), validation)
+
+    def catalog_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, excluded: torch.Tensor | None,
+        catalog: int,
+    ) -> torch.Tensor:
+        """SessionTrainer's loss over sharded item rows: the sampled softmax looks its rows up
+        (every process draws the same negatives), the full softmax gathers its logits from the
+        processes holding the rows."""
+        if self.config.loss == "sampled":
+            negatives = uniform_negatives(
+                catalog, self.config.n_negatives, self._generator, hidden.device
+            )
+
+            def rows(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return self.sharded.items.lookup(ids), self.sharded.item_bias.lookup(ids)[:, 0]
+
+            return sampled_cross_entropy(hidden, targets, negatives, rows, catalog, excluded)
+        logits = self.sharded.logits(hidden).float()
+        logits[:, 0] = -torch.inf
+        logits[:, catalog + 1 :] = -torch.inf
+        if excluded is not None:
+            logits = logits.index_put((excluded[0], excluded[1]), torch.tensor(-torch.inf))
+        return F.cross_entropy(logits, targets)
 
     def _step(self, batch: Batch) -> float:
         self.sharded.train()
@@ -225,11 +252,11 @@ class ShardedSessionTrainer(SessionTrainer):
                     param.grad.mul_(coef)
 
     @torch.no_grad()
-    def evaluate(self, queries: Queries) -> dict[str, float]:
+    def evaluate(self, queries: Queries, batch_size: int = SCORE_CHUNK) -> dict[str, float]:
         """Metrics over all queries: each process ranks its share, the ranks are gathered."""
         world, rank = dist.get_world_size(), dist.get_rank()
         parts = np.array_split(np.arange(len(queries.targets)), world)
-        chunks = max(1, math.ceil(max(len(p) for p in parts) / SCORE_CHUNK))
+        chunks = max(1, math.ceil(max(len(p) for p in parts) / batch_size))
         mine: list[np.ndarray[Any, Any]] = []
         for piece in np.array_split(parts[rank], chunks):
             index = piece.tolist()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
+from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequence_training import SessionTrainer, keep_last_targets, make_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
@@ -14,8 +16,9 @@ SMALL = SessionTransformerConfig(dim=32, heads=2, layers=1, max_len=16, dropout=
                                  batch_size=16, warmup_frac=0.0, eval_every=5, patience=5)
 
 
-def test_positions_never_see_later_items() -> None:
-    model = SessionTransformer(10, SMALL).eval()
+@pytest.mark.parametrize("layer", ["sasrec", "ligr"])
+def test_positions_never_see_later_items(layer: str) -> None:
+    model = SessionTransformer(10, SMALL.model_copy(update={"layer": layer})).eval()
     items = torch.tensor([[1, 2, 3, 4, 5]])
     gaps = torch.tensor([[-1, 5, 5, 5, 5]])
     changed = items.clone()
@@ -94,10 +97,11 @@ def test_encode_returns_one_query_vector_per_history() -> None:
     assert vectors.shape == (2, trainer.model.dim)
 
 
-def test_encode_is_the_full_forward_at_each_rows_last_real_item() -> None:
+@pytest.mark.parametrize("layer", ["sasrec", "ligr"])
+def test_encode_is_the_full_forward_at_each_rows_last_real_item(layer: str) -> None:
     torch.manual_seed(1)
     for layers in (1, 3):
-        config = SessionTransformerConfig(dim=32, heads=2, layers=layers, max_len=16)
+        config = SessionTransformerConfig(dim=32, heads=2, layers=layers, max_len=16, layer=layer)
         model = SessionTransformer(50, config).eval()
         items = torch.randint(1, 51, (4, 12))
         items[1, 5:] = 0  # rows of different lengths, one empty
@@ -110,3 +114,24 @@ def test_encode_is_the_full_forward_at_each_rows_last_real_item() -> None:
             hidden = model(items, gaps)
             expected = torch.stack([hidden[row, at] for row, at in enumerate(last)])
             assert torch.allclose(model.encode(items, gaps), expected, atol=1e-5)
+
+
+def test_evaluate_ranks_exactly_as_the_full_score_matrix_does() -> None:
+    train = _cyclic_data(n_users=40, n_items=30, length=9)
+    trainer = SessionTrainer(30, SMALL.model_copy(update={"epochs": 3}), torch.device("cpu"))
+    trainer.fit(train)
+    histories = [s[:-1] for s in train.items]
+    targets = np.array([int(s[-1]) for s in train.items])
+    targets[0] = int(histories[0][2])  # an already-seen target never hits
+    queries = Queries(histories, [t[:-1] for t in train.times], np.zeros(40, np.int64), targets)
+    plain = metrics_from_ranks(target_ranks(exclude(trainer.score(queries), histories), targets))
+    assert trainer.evaluate(queries, batch_size=7) == pytest.approx(plain)
+
+
+def test_the_wall_clock_cap_says_at_which_epoch_it_stopped() -> None:
+    train = _cyclic_data(n_users=16, n_items=12, length=8)
+    capped = SMALL.model_copy(update={"epochs": 50, "time_budget_s": 1e-9})
+    report = SessionTrainer(12, capped, torch.device("cpu")).fit(train)
+    assert (report.epochs, report.capped_at_epoch) == (1, 1)
+    free = SMALL.model_copy(update={"epochs": 2})
+    assert SessionTrainer(12, free, torch.device("cpu")).fit(train).capped_at_epoch is None
