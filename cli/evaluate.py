@@ -19,6 +19,11 @@ def eval_command(
     interactions: Path | None = typer.Option(
         None, "--interactions", help="CSV with header user_id,item_id,timestamp (seconds)."
     ),
+    sequences: Path | None = typer.Option(
+        None, "--sequences", help="One line per user: user_id item_1 item_2 ... in time order "
+        "(the format of the public sequential benchmarks, e.g. Amazon in the S3Rec "
+        "preprocessing).",
+    ),
     json_path: Path | None = typer.Option(None, "--json", help="Write the report JSON here."),
     exclude_seen: bool = typer.Option(
         True, "--exclude-seen/--include-seen", help="Drop already-seen items from rankings."
@@ -42,16 +47,16 @@ def eval_command(
     from models.evaluation import evaluate_dataset, load_frame, load_items
     from models.session_config import SessionTransformerConfig
 
-    if (dataset is None) == (interactions is None):
-        raise typer.BadParameter("give exactly one of --dataset or --interactions")
-    name, frame = load_frame(dataset, interactions)
+    if sum(x is not None for x in (dataset, interactions, sequences)) != 1:
+        raise typer.BadParameter("give exactly one of --dataset, --interactions, --sequences")
+    data = load_frame(dataset, interactions, sequences)
     overrides: dict[str, Any] = {"time_budget_s": time_budget_s, "threads": threads, "seed": seed}
     if epochs is not None:
         overrides["epochs"] = epochs
     config = SessionTransformerConfig(**overrides)
-    report = evaluate_dataset(name, frame, config, exclude_seen=exclude_seen,
+    report = evaluate_dataset(data.name, data.frame, config, exclude_seen=exclude_seen,
                               items=load_items(dataset), rankers=None if rankers else [],
-                              variants=variants)
+                              variants=variants, sha256=data.sha256)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")

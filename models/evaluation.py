@@ -36,7 +36,14 @@ import torch
 
 from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
 from models.correction_ranker import CorrectionRanker, CorrectionRankerConfig
-from models.datasets import load_interactions_csv, load_ml100k, load_ml100k_items
+from models.datasets import (
+    ML100K_SHA256,
+    load_interactions_csv,
+    load_ml100k,
+    load_ml100k_items,
+    load_sequences,
+    sha256_of,
+)
 from models.gbm_ranker import GBMRanker, GBMRankerConfig
 from models.item_content import ItemContent
 from models.metrics import exclude, metrics_from_ranks, target_ranks
@@ -57,6 +64,7 @@ PROTOCOL = (
     "leave-one-out by time: last event = test, second-to-last = validation, rest = train; "
     "full ranking over all items; hyper-parameters chosen on validation NDCG@10"
 )
+SEEN_EXCLUDED = "; items already in the user's history excluded from the ranking"
 
 
 class Recommender(Protocol):
@@ -130,7 +138,10 @@ class SessionTransformerRecommender:
         self.chosen = {
             "best_epoch": self.report.best_epoch,
             "epochs_run": self.report.epochs,
+            "budget_epochs": config.epochs,
+            "capped_at_epoch": self.report.capped_at_epoch,
             "val_ndcg@10": self.report.best_val_ndcg10,
+            "examples": self.report.examples,
             "examples_per_s": self.report.examples / max(self.report.train_s, 1e-9),
         }
 
@@ -239,15 +250,31 @@ def seen_target_share(queries: Queries) -> float:
     return float(np.mean(seen)) if seen else 0.0
 
 
-def load_frame(dataset: str | None, interactions: Path | None) -> tuple[str, pd.DataFrame]:
-    """The named built-in dataset or a ``user_id,item_id,timestamp`` CSV."""
+@dataclass(frozen=True)
+class Dataset:
+    """Interactions to evaluate on, with the name and digest a report records."""
+
+    name: str
+    frame: pd.DataFrame
+    sha256: str
+
+
+def load_frame(
+    dataset: str | None, interactions: Path | None = None, sequences: Path | None = None
+) -> Dataset:
+    """The named built-in dataset, a ``user_id,item_id,timestamp`` CSV, or a one-line-per-user
+    sequence file (see :mod:`models.datasets`); exactly one of them."""
+    if sum(x is not None for x in (dataset, interactions, sequences)) != 1:
+        raise ValueError("need exactly one of a dataset name, an interactions CSV, a sequence file")
     if dataset is not None:
         if dataset != "ml-100k":
             raise ValueError(f"unknown dataset {dataset!r}; known: ml-100k")
-        return dataset, load_ml100k()
-    if interactions is None:
-        raise ValueError("need a dataset name or an interactions CSV")
-    return str(interactions), load_interactions_csv(interactions)
+        return Dataset(dataset, load_ml100k(), ML100K_SHA256)
+    if interactions is not None:
+        return Dataset(str(interactions), load_interactions_csv(interactions),
+                       sha256_of(interactions))
+    assert sequences is not None
+    return Dataset(sequences.stem, load_sequences(sequences), sha256_of(sequences))
 
 
 def load_items(dataset: str | None) -> pd.DataFrame | None:
@@ -258,13 +285,14 @@ def load_items(dataset: str | None) -> pd.DataFrame | None:
 def evaluate_dataset(
     name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True,
     items: pd.DataFrame | None = None, rankers: Sequence[Ranker] | None = None,
-    variants: bool = False,
+    variants: bool = False, sha256: str | None = None,
 ) -> dict[str, Any]:
     """Full evaluation report (the ``streamrec eval`` JSON); ``items`` is the item content
     (``item_id``, ``release_year``, ``genres``) the rankers' content features read and the
     genre pages are made from. ``variants``: rows of :func:`variant_recommenders` too, each
     compared paired with the session Transformer."""
     started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
     if config.threads:
         torch.set_num_threads(config.threads)
     split = leave_one_out(frame)
@@ -289,9 +317,11 @@ def evaluate_dataset(
     if pool is not None:
         results.update(variant_rows(split, transformer, futures, exclude_seen, config.seed))
         pool.shutdown()
+    fitted = transformer.chosen
     return {
         "dataset": name,
-        "protocol": PROTOCOL,
+        "dataset_sha256": sha256,
+        "protocol": PROTOCOL + (SEEN_EXCLUDED if exclude_seen else ""),
         "exclude_seen": exclude_seen,
         "n_users_evaluated": len(split.test.targets),
         "n_items": split.train.n_items,
@@ -303,8 +333,17 @@ def evaluate_dataset(
         "session_transformer_margin": margin_over_baselines(results),
         "two_stage": two_stage,
         "wall_s": round(time.perf_counter() - started, 1),
+        "examples_per_s": round(fitted["examples_per_s"], 1),
+        "session_transformer_budget": {
+            "epochs": config.epochs, "epochs_run": fitted["epochs_run"],
+            "best_epoch": fitted["best_epoch"], "wall_cap_s": config.time_budget_s,
+            "capped_by_wall_clock": fitted["capped_at_epoch"] is not None,
+            "capped_at_epoch": fitted["capped_at_epoch"],
+        },
         "torch_threads": torch.get_num_threads(),
-        "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # shared machine: context
+        # A shared machine's wall times are inflated: the load says by how much.
+        "host_load_avg_1m_at_start": round(load_at_start, 2),
+        "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
 
 
