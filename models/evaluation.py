@@ -19,11 +19,9 @@ Transformer's own row.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,17 +45,16 @@ from models.datasets import (
 from models.gbm_ranker import GBMRanker, GBMRankerConfig
 from models.item_content import ItemContent
 from models.metrics import exclude, metrics_from_ranks, target_ranks
-from models.ranking import Ranker, ndcg_at_10
+from models.ranking import Ranker
 from models.sequence_training import FitReport, SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
 from models.served_ranker import ServedRanker, ServedRankerConfig
 from models.session_config import SessionTransformerConfig
-from models.two_stage import TOP_K, paired_comparison, two_stage_rows
-from models.virtual_items import GenrePages
+from models.session_recipe import fitted_to
+from models.two_stage import TOP_K, two_stage_rows
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
-Float64Array = npt.NDArray[np.float64]
 DAY_S = 86_400
 BASELINES = ("popularity", "recent_popularity", "item_knn", "markov")
 PROTOCOL = (
@@ -114,25 +111,20 @@ class TunedBaseline:
 
 
 class SessionTransformerRecommender:
-    """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol;
-    with ``pages``, genre pages are inserted into every sequence as virtual items."""
+    """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol; the
+    recipe's data-derived hyper-parameters (:mod:`models.session_recipe`) are set from the
+    training sequences it is fitted on."""
 
-    def __init__(
-        self, config: SessionTransformerConfig, name: str = "session_transformer",
-        pages: GenrePages | None = None,
-    ) -> None:
+    def __init__(self, config: SessionTransformerConfig, name: str = "session_transformer") -> None:
         self.name = name
         self.config = config
-        self.pages = pages
+        self.fitted_config = config
         self.trainer: SessionTrainer | None = None
         self.report: FitReport | None = None
         self.chosen: dict[str, Any] = {}
 
     def fit(self, train: UserSequences, validation: Queries) -> None:
-        config = self.config
-        if self.pages is not None:
-            train, validation = self.pages.sequences(train), self.pages.queries(validation)
-            config = config.model_copy(update={"virtual_items": self.pages.pages})
+        config = self.fitted_config = fitted_to(self.config, train)
         self.trainer = SessionTrainer(train.n_items, config)
         self.report = self.trainer.fit(train, validation)
         self.chosen = {
@@ -143,12 +135,13 @@ class SessionTransformerRecommender:
             "val_ndcg@10": self.report.best_val_ndcg10,
             "examples": self.report.examples,
             "examples_per_s": self.report.examples / max(self.report.train_s, 1e-9),
+            "examples_per_cpu_s": self.report.examples / max(self.report.train_cpu_s, 1e-9),
         }
 
     def score(self, queries: Queries) -> FloatArray:
         if self.trainer is None:
             raise RuntimeError("score before fit")
-        return self.trainer.score(queries if self.pages is None else self.pages.queries(queries))
+        return self.trainer.score(queries)
 
 
 def default_recommenders(
@@ -168,40 +161,6 @@ def default_recommenders(
         TunedBaseline("markov", [Markov], exclude_seen),
         SessionTransformerRecommender(config),
     ]
-
-
-VARIANTS = (
-    "session_transformer_reversed_pretrain",
-    "session_transformer_genre_pages",
-    "session_transformer_masked",
-)
-
-
-def variant_recommenders(
-    config: SessionTransformerConfig, pages: GenrePages | None
-) -> list[Recommender]:
-    """The session Transformer's training variants: a quarter of its epochs first on reversed
-    sequences; genre pages as virtual items (when the data has item genres); the masked-item
-    (BERT4Rec) objective in place of the causal one."""
-    reverse = config.model_copy(update={"reverse_pretrain_epochs": max(1, config.epochs // 4)})
-    out: list[Recommender] = [SessionTransformerRecommender(reverse, VARIANTS[0])]
-    if pages is not None and pages.pages:
-        out.append(SessionTransformerRecommender(config, VARIANTS[1], pages))
-    out.append(SessionTransformerRecommender(
-        config.model_copy(update={"objective": "masked"}), VARIANTS[2]
-    ))
-    return out
-
-
-def per_query_ndcg10(
-    rec: Recommender, queries: Queries, exclude_seen: bool
-) -> npt.NDArray[np.float64]:
-    scores = rec.score(queries)
-    if exclude_seen:
-        scores = exclude(scores, queries.histories)
-    else:
-        scores[:, 0] = -np.inf
-    return ndcg_at_10(target_ranks(scores, queries.targets))
 
 
 def default_rankers(config: SessionTransformerConfig) -> list[Ranker]:
@@ -285,13 +244,11 @@ def load_items(dataset: str | None) -> pd.DataFrame | None:
 def evaluate_dataset(
     name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True,
     items: pd.DataFrame | None = None, rankers: Sequence[Ranker] | None = None,
-    variants: bool = False, sha256: str | None = None,
+    sha256: str | None = None,
 ) -> dict[str, Any]:
     """Full evaluation report (the ``streamrec eval`` JSON); ``items`` is the item content
-    (``item_id``, ``release_year``, ``genres``) the rankers' content features read and the
-    genre pages are made from. ``variants``: rows of :func:`variant_recommenders` too, each
-    compared paired with the session Transformer."""
-    started = time.perf_counter()
+    (``item_id``, ``release_year``, ``genres``) the rankers' content features read."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     load_at_start = os.getloadavg()[0]
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -300,9 +257,6 @@ def evaluate_dataset(
         raise ValueError("no user has the 3+ events leave-one-out needs")
     content = (ItemContent.from_frame(items, split.item_ids) if items is not None
                else ItemContent.empty(split.train.n_items))
-    pages = GenrePages(content, split.train.n_items) if items is not None else None
-    pool, futures = (start_variants(split, variant_recommenders(config, pages), exclude_seen)
-                     if variants else (None, []))
     recommenders = default_recommenders(config, exclude_seen)
     results = run_evaluation(split, recommenders, exclude_seen)
     transformer = next(r for r in recommenders if isinstance(r, SessionTransformerRecommender))
@@ -314,9 +268,6 @@ def evaluate_dataset(
     )
     results["session_transformer"][f"recall@{TOP_K}"] = two_stage[f"recall@{TOP_K}"]
     results.update(rows)
-    if pool is not None:
-        results.update(variant_rows(split, transformer, futures, exclude_seen, config.seed))
-        pool.shutdown()
     fitted = transformer.chosen
     return {
         "dataset": name,
@@ -328,14 +279,16 @@ def evaluate_dataset(
         "n_interactions": len(frame),
         "seen_test_targets": seen_target_share(split.test),
         "seed": config.seed,
-        "session_transformer_config": config.model_dump(),
+        "session_transformer_config": transformer.fitted_config.model_dump(),
         "models": results,
         "session_transformer_margin": margin_over_baselines(results),
         "two_stage": two_stage,
         "wall_s": round(time.perf_counter() - started, 1),
+        # CPU seconds of every thread of this process: what the run costs, whatever the load.
+        "cpu_s": round(time.process_time() - cpu_started, 1),
         "examples_per_s": round(fitted["examples_per_s"], 1),
         "session_transformer_budget": {
-            "epochs": config.epochs, "epochs_run": fitted["epochs_run"],
+            "epochs": fitted["budget_epochs"], "epochs_run": fitted["epochs_run"],
             "best_epoch": fitted["best_epoch"], "wall_cap_s": config.time_budget_s,
             "capped_by_wall_clock": fitted["capped_at_epoch"] is not None,
             "capped_at_epoch": fitted["capped_at_epoch"],
@@ -345,37 +298,6 @@ def evaluate_dataset(
         "host_load_avg_1m_at_start": round(load_at_start, 2),
         "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
-
-
-def start_variants(
-    split: LeaveOneOutSplit, recommenders: Sequence[Recommender], exclude_seen: bool,
-) -> tuple[ProcessPoolExecutor, list[Future[tuple[str, dict[str, Any], Float64Array]]]]:
-    """Fits the variants in processes of their own, alongside the main models: each is a full
-    Transformer training, and one after another they would multiply the run's wall time."""
-    pool = ProcessPoolExecutor(max(1, len(recommenders)),
-                               mp_context=multiprocessing.get_context("spawn"))
-    return pool, [pool.submit(_fit_variant, split, rec, exclude_seen) for rec in recommenders]
-
-
-def _fit_variant(
-    split: LeaveOneOutSplit, rec: Recommender, exclude_seen: bool
-) -> tuple[str, dict[str, Any], Float64Array]:
-    row = run_evaluation(split, [rec], exclude_seen)[rec.name]
-    return rec.name, row, per_query_ndcg10(rec, split.test, exclude_seen)
-
-
-def variant_rows(
-    split: LeaveOneOutSplit, transformer: Recommender,
-    futures: Sequence[Future[tuple[str, dict[str, Any], Float64Array]]], exclude_seen: bool,
-    seed: int,
-) -> dict[str, dict[str, Any]]:
-    """Test metrics of each variant and its paired comparison with the Transformer."""
-    base = per_query_ndcg10(transformer, split.test, exclude_seen)
-    rows = {}
-    for future in futures:
-        name, row, ndcg = future.result()
-        rows[name] = {**row, "vs_transformer": paired_comparison(ndcg, base, seed)}
-    return rows
 
 
 def margin_over_baselines(

@@ -32,7 +32,7 @@ from models.item_init import spectral_item_vectors
 from models.metrics import NEVER, metrics_from_ranks
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import MASK_ID, SessionTransformer
+from models.session_transformer import SessionTransformer
 from models.softmax_loss import (
     catalog_cross_entropy,
     sampled_cross_entropy,
@@ -52,7 +52,7 @@ class Batch:
 
     items: torch.Tensor
     gaps: torch.Tensor
-    targets: torch.Tensor  # [batch, length, future_window]; [..., 0] is the next item
+    targets: torch.Tensor  # [batch, length]: the next item at each position (0 = none)
 
 
 @dataclass
@@ -67,6 +67,8 @@ class FitReport:
     history: list[tuple[int, float, float]]  # (epoch, seconds since start, val ndcg@10)
     capped_at_epoch: int | None = None
     """The epoch after which the wall-clock safety cap stopped training (None: it did not)."""
+    train_cpu_s: float = 0.0
+    """CPU seconds of the process (all threads) during fit: the cost whatever the host load."""
 
 
 def _gaps(times: IntArray) -> IntArray:
@@ -86,62 +88,20 @@ def _window(n: int, max_len: int, rng: np.random.Generator | None) -> tuple[int,
 
 def make_batch(
     items: list[IntArray], times: list[IntArray], max_len: int,
-    rng: np.random.Generator | None = None, future_window: int = 1,
+    rng: np.random.Generator | None = None,
 ) -> Batch:
-    """Training batch: inputs ``s[:-1]``; targets ``s[t+1 .. t+future_window]`` per position.
-
-    Targets never reach past the sequence end (the caller passes training events only).
-    """
+    """Training batch: inputs ``s[:-1]``, the next item ``s[t+1]`` as each position's target."""
     windows = [_window(len(s), max_len, rng) for s in items]
     length = max([1, *(end - start for start, end in windows)])
     x = np.zeros((len(items), length), dtype=np.int64)
     g = np.full((len(items), length), -1, dtype=np.int64)
-    y = np.zeros((len(items), length, future_window), dtype=np.int64)
+    y = np.zeros((len(items), length), dtype=np.int64)
     for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
         n = end - start
         x[row, :n] = seq[start:end]
         g[row, :n] = _gaps(ts)[start:end]
-        for k in range(future_window):
-            ahead = seq[start + 1 + k : end + 1 + k]
-            y[row, : len(ahead), k] = ahead
+        y[row, :n] = seq[start + 1 : end + 1]
     return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
-
-
-def masked_batch(
-    items: list[IntArray], times: list[IntArray], max_len: int, mask_prob: float,
-    rng: np.random.Generator, random_crops: bool = True,
-) -> Batch:
-    """Training batch of the masked (cloze) objective: a window of up to ``max_len`` events per
-    sequence, a ``mask_prob`` share of them (at least one) replaced by the mask token, the
-    originals as targets there. Half the rows have their last event masked, as every query
-    ends in a mask token."""
-    windows = []
-    for seq in items:
-        end = len(seq)
-        if random_crops and end > max_len:
-            end = int(rng.integers(max_len, end + 1))
-        windows.append((max(0, end - max_len), end))
-    length = max([1, *(end - start for start, end in windows)])
-    x = np.zeros((len(items), length), dtype=np.int64)
-    g = np.full((len(items), length), -1, dtype=np.int64)
-    y = np.zeros((len(items), length, 1), dtype=np.int64)
-    for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
-        n = end - start
-        chosen = rng.random(n) < mask_prob
-        if rng.random() < 0.5 or not chosen.any():
-            chosen[n - 1] = True
-        x[row, :n] = np.where(chosen, MASK_ID, seq[start:end])
-        # A query's mask token has no gap (its event has not happened): neither do these.
-        g[row, :n] = np.where(chosen, -1, _gaps(ts)[start:end])
-        y[row, :n, 0] = np.where(chosen, seq[start:end], 0)
-    return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
-
-
-def reversed_sequences(train: UserSequences) -> UserSequences:
-    """Each sequence back to front, its times mirrored so gaps stay positive: trained on, the
-    model predicts what came before an item."""
-    times = [(t[-1] - t)[::-1].copy() if len(t) else t for t in train.times]
-    return UserSequences([s[::-1].copy() for s in train.items], times, train.n_items)
 
 
 def history_batch(
@@ -213,15 +173,11 @@ class SessionTrainer:
         items = batch.items.to(self.device)
         with autocast_context(self.device):
             hidden = self.model(items, batch.gaps.to(self.device))
-        targets = batch.targets[..., 0].to(self.device)
-        catalog = self.model.n_items - self.config.virtual_items
-        # Non-item pages are inputs only: a position whose next event is one learns nothing.
-        mask = (targets > 0) & (targets <= catalog)
+        targets = batch.targets.to(self.device)
+        catalog = self.model.n_items
+        mask = targets > 0
         picked, target = hidden[mask].float(), targets[mask]
-        excluded = (
-            seen_pairs(items, mask, target)
-            if self.config.mask_seen and self.config.objective == "causal" else None
-        )
+        excluded = seen_pairs(items, mask, target) if self.config.mask_seen else None
         return self.catalog_loss(picked, target, excluded, catalog)
 
     def catalog_loss(
@@ -264,14 +220,11 @@ class SessionTrainer:
         ]
         if not rows:
             return math.nan
-        batch = make_batch(
-            [s for s, _, _ in rows], [t for _, t, _ in rows], self.config.max_len,
-            future_window=self.config.future_window,
-        )
+        batch = make_batch([s for s, _, _ in rows], [t for _, t, _ in rows], self.config.max_len)
         if fresh is not None:
             keep_last_targets(batch, [min(len(s), self.config.max_len + 1) - 1 for s, _, _ in rows],
                               [k for _, _, k in rows])
-        if not bool((batch.targets[..., 0] > 0).any()):
+        if not bool((batch.targets > 0).any()):
             return math.nan
         return self._step(batch)
 
@@ -283,16 +236,7 @@ class SessionTrainer:
         users = [u for u, s in enumerate(train.items) if len(s) >= 2]
         lengths = {u: min(len(train.items[u]) - 1, cfg.max_len) for u in users}
         steps_per_epoch = math.ceil(len(users) / cfg.batch_size)
-        start = time.perf_counter()
-        if cfg.reverse_pretrain_epochs:
-            backwards = reversed_sequences(train)
-            schedule = _warmup_cosine(
-                self.optimizer, cfg, cfg.reverse_pretrain_epochs * steps_per_epoch
-            )
-            for _ in range(cfg.reverse_pretrain_epochs):
-                self._epoch(backwards, lengths, schedule)
-            log.info("reverse pre-training epochs=%d elapsed_s=%.1f",
-                     cfg.reverse_pretrain_epochs, time.perf_counter() - start)
+        start, cpu_start = time.perf_counter(), time.process_time()
         schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         tracker = _BestTracker(cfg.patience)
         examples, epoch, out_of_time = 0, 0, False
@@ -313,7 +257,8 @@ class SessionTrainer:
         if validation is not None and tracker.state is not None:
             self.model.load_state_dict(tracker.state)
         return FitReport(epoch, tracker.best_epoch, tracker.best, time.perf_counter() - start,
-                         examples, tracker.history, epoch if out_of_time else None)
+                         examples, tracker.history, epoch if out_of_time else None,
+                         time.process_time() - cpu_start)
 
     def _epoch(
         self, train: UserSequences, lengths: dict[int, int],
@@ -324,52 +269,39 @@ class SessionTrainer:
         examples = 0
         for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
             items, times = [train.items[u] for u in chunk], [train.times[u] for u in chunk]
-            batch = (
-                masked_batch(items, times, cfg.max_len, cfg.mask_prob, self._rng,
-                             cfg.random_crops)
-                if cfg.objective == "masked"
-                else make_batch(items, times, cfg.max_len,
-                                self._rng if cfg.random_crops else None, cfg.future_window)
-            )
+            batch = make_batch(items, times, cfg.max_len, self._rng if cfg.random_crops else None)
             self._step(batch)
             schedule.step()
-            examples += int((batch.targets[..., 0] > 0).sum())
+            examples += int((batch.targets > 0).sum())
         return examples
 
     @torch.no_grad()
     def encode_histories(self, histories: list[IntArray], times: list[IntArray]) -> torch.Tensor:
         """Query vectors ``[n, dim]`` for index-encoded histories (the scorer's ``encode``)."""
         self.model.eval()
-        if self.config.objective == "masked":
-            items, gaps = history_batch(histories, times, self.config.max_len - 1)
-            items, gaps = _append_mask(items, gaps)
-        else:
-            items, gaps = history_batch(histories, times, self.config.max_len)
+        items, gaps = history_batch(histories, times, self.config.max_len)
         return self.model.encode(items.to(self.device), gaps.to(self.device)).float()
 
     @torch.no_grad()
     def score(self, queries: Queries, batch_size: int = 512) -> FloatArray:
-        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation (non-item pages are
-        not part of the catalog)."""
-        catalog = self.model.n_items - self.config.virtual_items
+        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation."""
         rows = []
         for lo in range(0, len(queries.targets), batch_size):
             hi = lo + batch_size
             q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
-            rows.append(self.model.logits(q)[:, : catalog + 1].float().cpu().numpy())
+            rows.append(self.model.logits(q).float().cpu().numpy())
         return np.concatenate(rows).astype(np.float32)
 
     @torch.no_grad()
     def evaluate(self, queries: Queries, batch_size: int = 1024) -> dict[str, float]:
         """Metrics of the queries' targets ranked against the catalog, history items excluded;
         computed a batch of queries at a time (no full score matrix is held)."""
-        catalog = self.model.n_items - self.config.virtual_items
         ranks = []
         for lo in range(0, len(queries.targets), batch_size):
             hi = lo + batch_size
             q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
-            scores = self.model.logits(q)[:, : catalog + 1].float()
-            seen = [torch.from_numpy(h[h <= catalog]) for h in queries.histories[lo:hi]]
+            scores = self.model.logits(q).float()
+            seen = [torch.from_numpy(h) for h in queries.histories[lo:hi]]
             rows = torch.repeat_interleave(torch.arange(len(seen)),
                                            torch.tensor([len(h) for h in seen]))
             scores[rows.to(scores.device), torch.cat(seen).to(scores.device)] = -torch.inf
@@ -380,16 +312,6 @@ class SessionTrainer:
             rank[~np.isfinite(picked[:, 0].cpu().numpy())] = NEVER
             ranks.append(rank)
         return metrics_from_ranks(np.concatenate(ranks))
-
-
-def _append_mask(items: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A mask token after each row's last event: its state is the masked model's query."""
-    lengths = (items != 0).sum(dim=1)
-    items = torch.cat([items, torch.zeros_like(items[:, :1])], dim=1)
-    gaps = torch.cat([gaps, torch.full_like(gaps[:, :1], -1)], dim=1)
-    rows = torch.arange(len(items))
-    items[rows, lengths] = MASK_ID
-    return items, gaps
 
 
 class _BestTracker:

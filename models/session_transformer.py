@@ -29,8 +29,6 @@ from models.embeddings import padded_width
 from models.session_config import SessionTransformerConfig
 
 N_GAP_BUCKETS = 40
-MASK_ID = -1
-"""The masked objective's mask token in an item sequence (0 stays padding)."""
 
 
 def gap_buckets(gaps_s: torch.Tensor) -> torch.Tensor:
@@ -124,16 +122,11 @@ class CausalBlock(nn.Module):
         out = y + gate * self.dropout(self.ffn(self.ffn_norm(y)))
         return out
 
-    def forward(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
-        """`keys` None: causal attention. Given (``[batch, length]``, True = a real position):
-        bidirectional attention over those positions (the masked objective)."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, dim = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(batch, length, 3, self.heads, dim // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        if keys is None:
-            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self._attend(x, attended.transpose(1, 2).reshape(batch, length, dim))
 
     def query(self, x: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
@@ -179,9 +172,6 @@ class SessionTransformer(nn.Module):
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)
-        self.bidirectional = config.objective == "masked"
-        if self.bidirectional:
-            self.mask_embedding = nn.Parameter(torch.randn(dim) / math.sqrt(dim))
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -198,10 +188,7 @@ class SessionTransformer(nn.Module):
     def _inputs(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         length = items.shape[1]
         positions = torch.arange(length, device=items.device)
-        x = self.item_embedding(items.clamp(min=0)) * math.sqrt(self.dim)
-        if self.bidirectional:
-            masked = (items == MASK_ID)[..., None]
-            x = torch.where(masked, self.mask_embedding * math.sqrt(self.dim), x)
+        x = self.item_embedding(items) * math.sqrt(self.dim)
         x = x + self.position_embedding(positions)[None] + self.gap_embedding(gap_buckets(gaps_s))
         out: torch.Tensor = self.input_dropout(self.input_norm(x))
         return out
@@ -209,22 +196,18 @@ class SessionTransformer(nn.Module):
     def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[batch, length, dim]`` for left-aligned ``items`` (0 = padding)."""
         x = self._inputs(items, gaps_s)
-        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks:
-            x = block(x, keys)
+            x = block(x)
         out: torch.Tensor = self.output_norm(x)
         return out
 
     def encode(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Query vector ``[batch, dim]``: the hidden state at each row's last real item (what
-        ``forward`` gives there; the last block computes only that position). With the masked
-        objective the caller ends each row with a mask token, and its state is the query; the
-        positions before it are all it attends to either way."""
+        ``forward`` gives there; the last block computes only that position)."""
         last = (items != 0).sum(dim=1).clamp(min=1) - 1
         x = self._inputs(items, gaps_s)
-        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks[:-1]:
-            x = block(x, keys)
+            x = block(x)
         top: CausalBlock = self.blocks[-1]  # type: ignore[assignment]
         out: torch.Tensor = self.output_norm(top.query(x, last))
         return out

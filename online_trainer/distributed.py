@@ -153,7 +153,6 @@ class ShardedSessionTrainer(SessionTrainer):
         device: torch.device | None = None,
     ) -> None:
         # SessionTrainer.__init__ would build every table whole on this process: not called.
-        refuse_unsupported(config)
         self.config = config
         self.device = device or default_device()
         if config.threads:
@@ -291,25 +290,6 @@ class ShardedSessionTrainer(SessionTrainer):
     def embedding_bytes(self) -> int:
         tables = self.sharded.tables().values()
         return sum(t.weight.numel() * t.weight.element_size() for t in tables)
-
-
-# What the sharded engine implements of SessionTransformerConfig; any other option set away from
-# its default (an offline-only training variant) is refused rather than silently ignored.
-SUPPORTED_OPTIONS = frozenset({
-    "dim", "heads", "layers", "ffn_multiplier", "max_len", "dropout", "n_negatives",
-    "future_window", "future_decay", "mask_seen", "label_smoothing", "lr", "item_lr_multiplier",
-    "weight_decay", "warmup_frac", "min_lr_frac", "grad_clip", "epochs", "batch_size",
-    "spectral_init", "random_crops", "eval_every", "patience", "time_budget_s", "seed", "threads",
-})
-
-
-def refuse_unsupported(config: SessionTransformerConfig) -> None:
-    if config.loss != "softmax":
-        raise ValueError("a sharded retrain trains the full softmax (loss='softmax') only")
-    defaults = SessionTransformerConfig()
-    for name in sorted(set(type(config).model_fields) - SUPPORTED_OPTIONS - {"loss"}):
-        if getattr(config, name) != getattr(defaults, name):
-            raise ValueError(f"a sharded retrain does not implement option {name}")
 
 
 def shard(train: UserSequences, rank: int, world: int) -> UserSequences:

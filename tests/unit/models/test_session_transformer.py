@@ -35,11 +35,11 @@ def test_gap_buckets_separate_seconds_from_days() -> None:
     assert int(buckets.max()) < 40
 
 
-def test_next_item_targets_include_the_items_ahead() -> None:
-    batch = make_batch([np.array([1, 2, 3, 4])], [np.arange(4)], max_len=8, future_window=2)
-    assert batch.items[0].tolist() == [1, 2, 3]
-    assert batch.targets[0, :, 0].tolist() == [2, 3, 4]
-    assert batch.targets[0, :, 1].tolist() == [3, 4, 0]
+def test_each_position_predicts_the_next_item() -> None:
+    batch = make_batch([np.array([1, 2, 3, 4]), np.array([5, 6])], [np.arange(4), np.arange(2)],
+                       max_len=8)
+    assert batch.items.tolist() == [[1, 2, 3], [5, 0, 0]]
+    assert batch.targets.tolist() == [[2, 3, 4], [6, 0, 0]]
 
 
 def _cyclic_data(n_users: int, n_items: int, length: int) -> UserSequences:
@@ -76,8 +76,8 @@ def test_only_the_fresh_events_of_each_sequence_stay_targets() -> None:
     batch = make_batch([np.array([1, 2, 3, 4, 5]), np.array([6, 7, 8])],
                        [np.arange(5), np.arange(3)], max_len=8)
     keep_last_targets(batch, [4, 2], [1, 2])
-    assert batch.targets[0, :, 0].tolist() == [0, 0, 0, 5]
-    assert batch.targets[1, :, 0].tolist() == [7, 8, 0, 0]
+    assert batch.targets[0].tolist() == [0, 0, 0, 5]
+    assert batch.targets[1].tolist() == [7, 8, 0, 0]
 
 
 def test_partial_fit_with_no_fresh_event_takes_no_step() -> None:
