@@ -4,12 +4,13 @@
 AdamW optimizer and learning-rate schedule:
 
 - ``fit(train, validation)``: offline training over chronological sequences, next-item
-  prediction at every position with a full softmax; validation NDCG@10 on the held-out
+  prediction at every position (sampled or full softmax, :mod:`models.softmax_loss`; a prefix's
+  own items are never its negatives); validation NDCG@10 on the held-out
   second-to-last item every ``eval_every`` epochs, early stopping, best weights restored.
 - ``partial_fit(items, times)``: one optimisation step on a micro-batch of (already index
   encoded) sequences; the online trainer calls it after admitting new ids with ``grow_items``.
 - ``encode_histories(histories, times)`` -> query vectors; ``score(queries)`` -> full-catalog
-  score matrix for evaluation.
+  score matrix; ``evaluate(queries)`` -> metrics, a batch of queries at a time.
 """
 
 from __future__ import annotations

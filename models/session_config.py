@@ -21,10 +21,6 @@ class SessionTransformerConfig(BaseModel):
     heads: int = Field(2, ge=1, description="Attention heads per layer.")
     layers: int = Field(2, ge=1, description="Transformer encoder layers.")
     ffn_multiplier: int = Field(2, ge=1, description="Feed-forward width as a multiple of dim.")
-    layer: Literal["sasrec", "ligr"] = Field(
-        "sasrec", description="`sasrec`: pre-norm block, GELU feed-forward. `ligr`: eSASRec's "
-        "LiGR block: sigmoid-gated residual branches and a SwiGLU feed-forward.",
-    )
     max_len: int = Field(200, ge=2, description="Most recent events the encoder reads.")
     dropout: float = Field(0.3, ge=0.0, lt=1.0, description="Dropout on inputs and in layers.")
     loss: Literal["softmax", "sampled"] = Field(

@@ -4,11 +4,8 @@ Inputs per position: the item embedding (rows of a growable table, index 0 = pad
 absolute position and a temporal feature: the log-bucketed gap since the previous event (lagged
 features). Sequences are left-aligned (right-padded), so with a causal mask a real
 position never attends to padding. Item embeddings are tied between input and output; scores are
-``h . E_j + b_j`` over *all* items and training minimises a full-softmax cross-entropy at every
-position (next-item prediction), which ML-sized catalogs afford; for large catalogs
-``loss="sampled"`` draws ``n_negatives`` shared uniform negatives per batch (uniform sampling
-needs no logQ correction). With ``mask_seen`` (full softmax only) the items already in a prefix
-are left out of that position's softmax, as serving filters them.
+``h . E_j + b_j`` over *all* items. Training (:mod:`models.sequence_training`) minimises a
+next-item cross-entropy at every position (:mod:`models.softmax_loss`).
 
 Public API (used by the trainer and the scorer):
 
@@ -58,36 +55,15 @@ class Dropout(nn.Module):
         return x * keep * (1.0 / (1.0 - self.p))
 
 
-class SwiGLU(nn.Module):
-    """Gated feed-forward ``W_out(silu(W_gate x) * W_up x)`` (no biases), as in LiGR layers."""
-
-    def __init__(self, dim: int, hidden: int, dropout: float) -> None:
-        super().__init__()
-        self.up = nn.Linear(dim, 2 * hidden, bias=False)
-        self.dropout = Dropout(dropout)
-        self.out = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.up(x).chunk(2, dim=-1)
-        out: torch.Tensor = self.out(self.dropout(F.silu(gate) * up))
-        return out
-
-
 class CausalBlock(nn.Module):
     """Pre-norm Transformer block with causal ``scaled_dot_product_attention``.
 
     Written out rather than ``nn.TransformerEncoderLayer`` so attention always takes the fused
     causal kernel: attention-probability dropout would force the slow math path (and cost a
     quarter of the step on CPU), so dropout is applied on the residual branches only.
-
-    ``gated`` makes it a LiGR layer (eSASRec): each residual branch is scaled by a learned
-    sigmoid gate of the block's input, ``x + sigmoid(W x) * branch``, and the feed-forward is a
-    SwiGLU.
     """
 
-    def __init__(
-        self, dim: int, heads: int, ffn_multiplier: int, dropout: float, gated: bool = False
-    ) -> None:
+    def __init__(self, dim: int, heads: int, ffn_multiplier: int, dropout: float) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim={dim} must be divisible by heads={heads}")
@@ -96,30 +72,18 @@ class CausalBlock(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.ffn_norm = nn.LayerNorm(dim)
-        self.ffn: nn.Module
-        self.gates: nn.Linear | None = None
-        if gated:
-            self.ffn = SwiGLU(dim, dim * ffn_multiplier, dropout)
-            self.gates = nn.Linear(dim, 2 * dim)
-        else:
-            self.ffn = nn.Sequential(
-                nn.Linear(dim, dim * ffn_multiplier),
-                nn.GELU(),
-                Dropout(dropout),
-                nn.Linear(dim * ffn_multiplier, dim),
-            )
+        self.ffn = nn.Sequential(
+            nn.Linear(dim, dim * ffn_multiplier),
+            nn.GELU(),
+            Dropout(dropout),
+            nn.Linear(dim * ffn_multiplier, dim),
+        )
         self.dropout = Dropout(dropout)
 
     def _attend(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
-        branch = self.dropout(self.proj(attended))
-        if self.gates is None:
-            y = x + branch
-            out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
-            return out
-        dim = x.shape[-1]
-        y = x + torch.sigmoid(F.linear(x, self.gates.weight[:dim], self.gates.bias[:dim])) * branch
-        gate = torch.sigmoid(F.linear(y, self.gates.weight[dim:], self.gates.bias[dim:]))
-        out = y + gate * self.dropout(self.ffn(self.ffn_norm(y)))
+        """The attention output's residual branch, then the feed-forward's."""
+        y = x + self.dropout(self.proj(attended))
+        out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -167,8 +131,7 @@ class SessionTransformer(nn.Module):
         self.input_dropout = Dropout(config.dropout)
         self.input_norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(
-            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout,
-                        gated=config.layer == "ligr")
+            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)

@@ -87,8 +87,7 @@ class DenseEncoder(nn.Module):
         self.input_dropout = Dropout(config.dropout)
         self.input_norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(
-            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout,
-                        gated=config.layer == "ligr")
+            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)
