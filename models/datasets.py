@@ -3,10 +3,14 @@
 Two sources, one shape: a pandas frame with columns ``user_id`` (str), ``item_id`` (str) and
 ``timestamp`` (int64 seconds).
 
-- :func:`load_ml100k` fetches MovieLens-100K without a hand download: the ``recbole`` wheel on
-  PyPI ships ``ml-100k.inter``; we read it out of the wheel (never installing recbole), check a
-  pinned sha256 and cache the file under ``.streamrec/datasets/`` (git-ignored).
+- :func:`load_ml100k` fetches MovieLens-100K without a hand download: the ``recbole`` wheel
+  ships ``ml-100k.inter``; ``pip download`` fetches the wheel through pip's configured index
+  (so any mirror works), we read the file out of it (never installing recbole), check a pinned
+  sha256 and cache the wheel and the file under ``.streamrec/datasets/`` (git-ignored).
 - :func:`load_interactions_csv` reads any CSV with header ``user_id,item_id,timestamp``.
+- :func:`load_sequences` reads the one-line-per-user format of the public sequential benchmarks
+  (``user item_1 item_2 ...``, items in time order, no timestamps, as in the S3Rec
+  preprocessing of the Amazon data); each event gets a synthetic increasing timestamp.
 
 Item content comes from the same wheel: :func:`load_ml100k_items` reads ``ml-100k.item`` (title,
 release year, genres) the same way, with its own pinned sha256.
@@ -15,13 +19,11 @@ release year, genres) the same way, with its own pinned sha256.
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import logging
-import urllib.request
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -35,39 +37,40 @@ ML100K_ITEMS_SHA256 = "51d7cdf777ce5c0f5b32c1d947a4a81fe07d75e78abbe761e0cd4d075
 ITEM_COLUMNS = ("item_id", "title", "release_year", "genres")
 DEFAULT_CACHE = Path(".streamrec/datasets")
 COLUMNS = ("user_id", "item_id", "timestamp")
-_TIMEOUT_S = 120.0
+_TIMEOUT_S = 300.0
 
 
 class DatasetError(RuntimeError):
     """The dataset could not be fetched, verified or parsed."""
 
 
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as resp:
-        body: bytes = resp.read()
-    return body
-
-
-def _wheel_url(version: str) -> str:
-    """Resolves the recbole wheel URL from PyPI's JSON API.
-
-    The per-version endpoint is tried first; some mirrors only serve the project endpoint.
-    """
-    candidates = (
-        f"https://pypi.org/pypi/recbole/{version}/json",
-        "https://pypi.org/pypi/recbole/json",
-    )
-    for url in candidates:
-        try:
-            meta: dict[str, Any] = json.loads(_get(url))
-        except OSError as exc:
-            log.warning("pypi metadata unavailable url=%s error=%s", url, exc)
-            continue
-        files = meta.get("releases", {}).get(version) or meta.get("urls", [])
-        for entry in files:
-            if str(entry.get("filename", "")).endswith(".whl"):
-                return str(entry["url"])
-    raise DatasetError(f"no recbole {version} wheel found on PyPI")
+def _download_wheel(cache_dir: Path) -> Path:
+    """The recbole wheel, fetched once by ``pip download`` through pip's own configuration
+    (index, mirror, proxy, certificates); dependencies are not fetched and nothing is installed."""
+    wheels = cache_dir / "wheels"
+    pattern = f"recbole-{RECBOLE_VERSION}-*.whl"
+    cached = sorted(wheels.glob(pattern))
+    if cached:
+        return cached[0]
+    command = [
+        sys.executable, "-m", "pip", "download", f"recbole=={RECBOLE_VERSION}", "--no-deps",
+        "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--dest", str(wheels),
+    ]
+    log.info("downloading package=recbole version=%s dest=%s", RECBOLE_VERSION, wheels)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DatasetError(f"pip download of recbole {RECBOLE_VERSION} failed: {exc}") from exc
+    found = sorted(wheels.glob(pattern))
+    if done.returncode != 0 or not found:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise DatasetError(
+            f"pip download of recbole {RECBOLE_VERSION} failed (exit {done.returncode}): "
+            + " | ".join(detail)
+        )
+    return found[0]
 
 
 def fetch_ml100k(cache_dir: Path = DEFAULT_CACHE) -> Path:
@@ -84,10 +87,13 @@ def _fetch_member(member: str, sha256: str, cache_dir: Path) -> Path:
     target = cache_dir / member.rsplit("/", 1)[-1]
     if target.exists() and _sha256(target.read_bytes()) == sha256:
         return target
-    url = _wheel_url(RECBOLE_VERSION)
-    log.info("downloading member=%s url=%s", target.name, url)
-    with zipfile.ZipFile(io.BytesIO(_get(url))) as wheel:
-        data = wheel.read(member)
+    wheel_path = _download_wheel(cache_dir)
+    try:
+        with zipfile.ZipFile(wheel_path) as wheel:
+            data = wheel.read(member)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        wheel_path.unlink(missing_ok=True)  # fetched afresh next time
+        raise DatasetError(f"{wheel_path.name}: no readable {member}: {exc}") from exc
     digest = _sha256(data)
     if digest != sha256:
         raise DatasetError(f"{target.name} sha256 mismatch: got {digest}, want {sha256}")
@@ -131,6 +137,42 @@ def load_interactions_csv(path: Path) -> pd.DataFrame:
     if missing:
         raise DatasetError(f"{path}: missing columns {missing}")
     return _normalise(raw)
+
+
+SEQUENCE_START_S = 1_500_000_000
+SEQUENCE_STEP_S = 3_600
+"""Synthetic timestamps of :func:`load_sequences`: the k-th event of every user at
+``SEQUENCE_START_S + k * SEQUENCE_STEP_S``; only the order within a user means anything."""
+
+
+def load_sequences(path: Path) -> pd.DataFrame:
+    """A one-line-per-user file (``user item_1 item_2 ...``, items in time order)."""
+    users: list[str] = []
+    items: list[str] = []
+    stamps: list[int] = []
+    with path.open() as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) < 2:
+                raise DatasetError(f"{path}:{number}: a user line needs at least one item")
+            users.extend([fields[0]] * (len(fields) - 1))
+            items.extend(fields[1:])
+            stamps.extend(SEQUENCE_START_S + k * SEQUENCE_STEP_S for k in range(len(fields) - 1))
+    if not users:
+        raise DatasetError(f"{path}: no interactions")
+    return pd.DataFrame({"user_id": users, "item_id": items,
+                         "timestamp": pd.Series(stamps, dtype="int64")})
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file's bytes (the digest an evaluation report records)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _normalise(raw: pd.DataFrame) -> pd.DataFrame:

@@ -19,11 +19,9 @@ Transformer's own row.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,27 +34,34 @@ import torch
 
 from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
 from models.correction_ranker import CorrectionRanker, CorrectionRankerConfig
-from models.datasets import load_interactions_csv, load_ml100k, load_ml100k_items
+from models.datasets import (
+    ML100K_SHA256,
+    load_interactions_csv,
+    load_ml100k,
+    load_ml100k_items,
+    load_sequences,
+    sha256_of,
+)
 from models.gbm_ranker import GBMRanker, GBMRankerConfig
 from models.item_content import ItemContent
 from models.metrics import exclude, metrics_from_ranks, target_ranks
-from models.ranking import Ranker, ndcg_at_10
+from models.ranking import Ranker
 from models.sequence_training import FitReport, SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
 from models.served_ranker import ServedRanker, ServedRankerConfig
 from models.session_config import SessionTransformerConfig
-from models.two_stage import TOP_K, paired_comparison, two_stage_rows
-from models.virtual_items import GenrePages
+from models.session_recipe import fitted_to
+from models.two_stage import TOP_K, two_stage_rows
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
-Float64Array = npt.NDArray[np.float64]
 DAY_S = 86_400
 BASELINES = ("popularity", "recent_popularity", "item_knn", "markov")
 PROTOCOL = (
     "leave-one-out by time: last event = test, second-to-last = validation, rest = train; "
     "full ranking over all items; hyper-parameters chosen on validation NDCG@10"
 )
+SEEN_EXCLUDED = "; items already in the user's history excluded from the ranking"
 
 
 class Recommender(Protocol):
@@ -106,38 +111,37 @@ class TunedBaseline:
 
 
 class SessionTransformerRecommender:
-    """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol;
-    with ``pages``, genre pages are inserted into every sequence as virtual items."""
+    """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol; the
+    recipe's data-derived hyper-parameters (:mod:`models.session_recipe`) are set from the
+    training sequences it is fitted on."""
 
-    def __init__(
-        self, config: SessionTransformerConfig, name: str = "session_transformer",
-        pages: GenrePages | None = None,
-    ) -> None:
+    def __init__(self, config: SessionTransformerConfig, name: str = "session_transformer") -> None:
         self.name = name
         self.config = config
-        self.pages = pages
+        self.fitted_config = config
         self.trainer: SessionTrainer | None = None
         self.report: FitReport | None = None
         self.chosen: dict[str, Any] = {}
 
     def fit(self, train: UserSequences, validation: Queries) -> None:
-        config = self.config
-        if self.pages is not None:
-            train, validation = self.pages.sequences(train), self.pages.queries(validation)
-            config = config.model_copy(update={"virtual_items": self.pages.pages})
+        config = self.fitted_config = fitted_to(self.config, train)
         self.trainer = SessionTrainer(train.n_items, config)
         self.report = self.trainer.fit(train, validation)
         self.chosen = {
             "best_epoch": self.report.best_epoch,
             "epochs_run": self.report.epochs,
+            "budget_epochs": config.epochs,
+            "capped_at_epoch": self.report.capped_at_epoch,
             "val_ndcg@10": self.report.best_val_ndcg10,
+            "examples": self.report.examples,
             "examples_per_s": self.report.examples / max(self.report.train_s, 1e-9),
+            "examples_per_cpu_s": self.report.examples / max(self.report.train_cpu_s, 1e-9),
         }
 
     def score(self, queries: Queries) -> FloatArray:
         if self.trainer is None:
             raise RuntimeError("score before fit")
-        return self.trainer.score(queries if self.pages is None else self.pages.queries(queries))
+        return self.trainer.score(queries)
 
 
 def default_recommenders(
@@ -157,40 +161,6 @@ def default_recommenders(
         TunedBaseline("markov", [Markov], exclude_seen),
         SessionTransformerRecommender(config),
     ]
-
-
-VARIANTS = (
-    "session_transformer_reversed_pretrain",
-    "session_transformer_genre_pages",
-    "session_transformer_masked",
-)
-
-
-def variant_recommenders(
-    config: SessionTransformerConfig, pages: GenrePages | None
-) -> list[Recommender]:
-    """The session Transformer's training variants: a quarter of its epochs first on reversed
-    sequences; genre pages as virtual items (when the data has item genres); the masked-item
-    (BERT4Rec) objective in place of the causal one."""
-    reverse = config.model_copy(update={"reverse_pretrain_epochs": max(1, config.epochs // 4)})
-    out: list[Recommender] = [SessionTransformerRecommender(reverse, VARIANTS[0])]
-    if pages is not None and pages.pages:
-        out.append(SessionTransformerRecommender(config, VARIANTS[1], pages))
-    out.append(SessionTransformerRecommender(
-        config.model_copy(update={"objective": "masked"}), VARIANTS[2]
-    ))
-    return out
-
-
-def per_query_ndcg10(
-    rec: Recommender, queries: Queries, exclude_seen: bool
-) -> npt.NDArray[np.float64]:
-    scores = rec.score(queries)
-    if exclude_seen:
-        scores = exclude(scores, queries.histories)
-    else:
-        scores[:, 0] = -np.inf
-    return ndcg_at_10(target_ranks(scores, queries.targets))
 
 
 def default_rankers(config: SessionTransformerConfig) -> list[Ranker]:
@@ -239,15 +209,31 @@ def seen_target_share(queries: Queries) -> float:
     return float(np.mean(seen)) if seen else 0.0
 
 
-def load_frame(dataset: str | None, interactions: Path | None) -> tuple[str, pd.DataFrame]:
-    """The named built-in dataset or a ``user_id,item_id,timestamp`` CSV."""
+@dataclass(frozen=True)
+class Dataset:
+    """Interactions to evaluate on, with the name and digest a report records."""
+
+    name: str
+    frame: pd.DataFrame
+    sha256: str
+
+
+def load_frame(
+    dataset: str | None, interactions: Path | None = None, sequences: Path | None = None
+) -> Dataset:
+    """The named built-in dataset, a ``user_id,item_id,timestamp`` CSV, or a one-line-per-user
+    sequence file (see :mod:`models.datasets`); exactly one of them."""
+    if sum(x is not None for x in (dataset, interactions, sequences)) != 1:
+        raise ValueError("need exactly one of a dataset name, an interactions CSV, a sequence file")
     if dataset is not None:
         if dataset != "ml-100k":
             raise ValueError(f"unknown dataset {dataset!r}; known: ml-100k")
-        return dataset, load_ml100k()
-    if interactions is None:
-        raise ValueError("need a dataset name or an interactions CSV")
-    return str(interactions), load_interactions_csv(interactions)
+        return Dataset(dataset, load_ml100k(), ML100K_SHA256)
+    if interactions is not None:
+        return Dataset(str(interactions), load_interactions_csv(interactions),
+                       sha256_of(interactions))
+    assert sequences is not None
+    return Dataset(sequences.stem, load_sequences(sequences), sha256_of(sequences))
 
 
 def load_items(dataset: str | None) -> pd.DataFrame | None:
@@ -258,13 +244,12 @@ def load_items(dataset: str | None) -> pd.DataFrame | None:
 def evaluate_dataset(
     name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True,
     items: pd.DataFrame | None = None, rankers: Sequence[Ranker] | None = None,
-    variants: bool = False,
+    sha256: str | None = None,
 ) -> dict[str, Any]:
     """Full evaluation report (the ``streamrec eval`` JSON); ``items`` is the item content
-    (``item_id``, ``release_year``, ``genres``) the rankers' content features read and the
-    genre pages are made from. ``variants``: rows of :func:`variant_recommenders` too, each
-    compared paired with the session Transformer."""
-    started = time.perf_counter()
+    (``item_id``, ``release_year``, ``genres``) the rankers' content features read."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    load_at_start = os.getloadavg()[0]
     if config.threads:
         torch.set_num_threads(config.threads)
     split = leave_one_out(frame)
@@ -272,71 +257,49 @@ def evaluate_dataset(
         raise ValueError("no user has the 3+ events leave-one-out needs")
     content = (ItemContent.from_frame(items, split.item_ids) if items is not None
                else ItemContent.empty(split.train.n_items))
-    pages = GenrePages(content, split.train.n_items) if items is not None else None
-    pool, futures = (start_variants(split, variant_recommenders(config, pages), exclude_seen)
-                     if variants else (None, []))
     recommenders = default_recommenders(config, exclude_seen)
     results = run_evaluation(split, recommenders, exclude_seen)
     transformer = next(r for r in recommenders if isinstance(r, SessionTransformerRecommender))
     if transformer.trainer is None:
         raise RuntimeError("the session Transformer was not fitted")
-    rows, two_stage = two_stage_rows(
-        split, transformer.trainer, content,
-        default_rankers(config) if rankers is None else rankers, exclude_seen, TOP_K, config.seed,
-    )
-    results["session_transformer"][f"recall@{TOP_K}"] = two_stage[f"recall@{TOP_K}"]
-    results.update(rows)
-    if pool is not None:
-        results.update(variant_rows(split, transformer, futures, exclude_seen, config.seed))
-        pool.shutdown()
+    rankers = default_rankers(config) if rankers is None else rankers
+    two_stage: dict[str, Any] | None = None
+    if rankers:  # the candidates' features cost a full scoring of four query sets
+        rows, two_stage = two_stage_rows(
+            split, transformer.trainer, content, rankers, exclude_seen, TOP_K, config.seed
+        )
+        results["session_transformer"][f"recall@{TOP_K}"] = two_stage[f"recall@{TOP_K}"]
+        results.update(rows)
+    fitted = transformer.chosen
     return {
         "dataset": name,
-        "protocol": PROTOCOL,
+        "dataset_sha256": sha256,
+        "protocol": PROTOCOL + (SEEN_EXCLUDED if exclude_seen else ""),
         "exclude_seen": exclude_seen,
         "n_users_evaluated": len(split.test.targets),
         "n_items": split.train.n_items,
         "n_interactions": len(frame),
         "seen_test_targets": seen_target_share(split.test),
         "seed": config.seed,
-        "session_transformer_config": config.model_dump(),
+        "session_transformer_config": transformer.fitted_config.model_dump(),
         "models": results,
         "session_transformer_margin": margin_over_baselines(results),
         "two_stage": two_stage,
         "wall_s": round(time.perf_counter() - started, 1),
+        # CPU seconds of every thread of this process: what the run costs, whatever the load.
+        "cpu_s": round(time.process_time() - cpu_started, 1),
+        "examples_per_s": round(fitted["examples_per_s"], 1),
+        "session_transformer_budget": {
+            "epochs": fitted["budget_epochs"], "epochs_run": fitted["epochs_run"],
+            "best_epoch": fitted["best_epoch"], "wall_cap_s": config.time_budget_s,
+            "capped_by_wall_clock": fitted["capped_at_epoch"] is not None,
+            "capped_at_epoch": fitted["capped_at_epoch"],
+        },
         "torch_threads": torch.get_num_threads(),
-        "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # shared machine: context
+        # A shared machine's wall times are inflated: the load says by how much.
+        "host_load_avg_1m_at_start": round(load_at_start, 2),
+        "host_load_avg_1m_at_end": round(os.getloadavg()[0], 2),
     }
-
-
-def start_variants(
-    split: LeaveOneOutSplit, recommenders: Sequence[Recommender], exclude_seen: bool,
-) -> tuple[ProcessPoolExecutor, list[Future[tuple[str, dict[str, Any], Float64Array]]]]:
-    """Fits the variants in processes of their own, alongside the main models: each is a full
-    Transformer training, and one after another they would multiply the run's wall time."""
-    pool = ProcessPoolExecutor(max(1, len(recommenders)),
-                               mp_context=multiprocessing.get_context("spawn"))
-    return pool, [pool.submit(_fit_variant, split, rec, exclude_seen) for rec in recommenders]
-
-
-def _fit_variant(
-    split: LeaveOneOutSplit, rec: Recommender, exclude_seen: bool
-) -> tuple[str, dict[str, Any], Float64Array]:
-    row = run_evaluation(split, [rec], exclude_seen)[rec.name]
-    return rec.name, row, per_query_ndcg10(rec, split.test, exclude_seen)
-
-
-def variant_rows(
-    split: LeaveOneOutSplit, transformer: Recommender,
-    futures: Sequence[Future[tuple[str, dict[str, Any], Float64Array]]], exclude_seen: bool,
-    seed: int,
-) -> dict[str, dict[str, Any]]:
-    """Test metrics of each variant and its paired comparison with the Transformer."""
-    base = per_query_ndcg10(transformer, split.test, exclude_seen)
-    rows = {}
-    for future in futures:
-        name, row, ndcg = future.result()
-        rows[name] = {**row, "vs_transformer": paired_comparison(ndcg, base, seed)}
-    return rows
 
 
 def margin_over_baselines(

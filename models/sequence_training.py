@@ -4,12 +4,13 @@
 AdamW optimizer and learning-rate schedule:
 
 - ``fit(train, validation)``: offline training over chronological sequences, next-item
-  prediction at every position with a full softmax; validation NDCG@10 on the held-out
+  prediction at every position (sampled or full softmax, :mod:`models.softmax_loss`; a prefix's
+  own items are never its negatives); validation NDCG@10 on the held-out
   second-to-last item every ``eval_every`` epochs, early stopping, best weights restored.
 - ``partial_fit(items, times)``: one optimisation step on a micro-batch of (already index
   encoded) sequences; the online trainer calls it after admitting new ids with ``grow_items``.
 - ``encode_histories(histories, times)`` -> query vectors; ``score(queries)`` -> full-catalog
-  score matrix for evaluation.
+  score matrix; ``evaluate(queries)`` -> metrics, a batch of queries at a time.
 """
 
 from __future__ import annotations
@@ -25,15 +26,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-import torch.nn.functional as F  # noqa: N812 - torch convention
 
 from models.accelerators import autocast_context, default_device
 from models.embeddings import grow_optimizer_state, reset_optimizer_rows
 from models.item_init import spectral_item_vectors
-from models.metrics import exclude, metrics_from_ranks, target_ranks
+from models.metrics import NEVER, metrics_from_ranks
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import MASK_ID, SessionTransformer
+from models.session_transformer import SessionTransformer
+from models.softmax_loss import (
+    catalog_cross_entropy,
+    sampled_cross_entropy,
+    seen_pairs,
+    table_rows,
+    uniform_negatives,
+)
 
 log = logging.getLogger(__name__)
 IntArray = npt.NDArray[np.int64]
@@ -46,7 +53,7 @@ class Batch:
 
     items: torch.Tensor
     gaps: torch.Tensor
-    targets: torch.Tensor  # [batch, length, future_window]; [..., 0] is the next item
+    targets: torch.Tensor  # [batch, length]: the next item at each position (0 = none)
 
 
 @dataclass
@@ -59,6 +66,10 @@ class FitReport:
     train_s: float
     examples: int
     history: list[tuple[int, float, float]]  # (epoch, seconds since start, val ndcg@10)
+    capped_at_epoch: int | None = None
+    """The epoch after which the wall-clock safety cap stopped training (None: it did not)."""
+    train_cpu_s: float = 0.0
+    """CPU seconds of the process (all threads) during fit: the cost whatever the host load."""
 
 
 def _gaps(times: IntArray) -> IntArray:
@@ -78,62 +89,20 @@ def _window(n: int, max_len: int, rng: np.random.Generator | None) -> tuple[int,
 
 def make_batch(
     items: list[IntArray], times: list[IntArray], max_len: int,
-    rng: np.random.Generator | None = None, future_window: int = 1,
+    rng: np.random.Generator | None = None,
 ) -> Batch:
-    """Training batch: inputs ``s[:-1]``; targets ``s[t+1 .. t+future_window]`` per position.
-
-    Targets never reach past the sequence end (the caller passes training events only).
-    """
+    """Training batch: inputs ``s[:-1]``, the next item ``s[t+1]`` as each position's target."""
     windows = [_window(len(s), max_len, rng) for s in items]
     length = max([1, *(end - start for start, end in windows)])
     x = np.zeros((len(items), length), dtype=np.int64)
     g = np.full((len(items), length), -1, dtype=np.int64)
-    y = np.zeros((len(items), length, future_window), dtype=np.int64)
+    y = np.zeros((len(items), length), dtype=np.int64)
     for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
         n = end - start
         x[row, :n] = seq[start:end]
         g[row, :n] = _gaps(ts)[start:end]
-        for k in range(future_window):
-            ahead = seq[start + 1 + k : end + 1 + k]
-            y[row, : len(ahead), k] = ahead
+        y[row, :n] = seq[start + 1 : end + 1]
     return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
-
-
-def masked_batch(
-    items: list[IntArray], times: list[IntArray], max_len: int, mask_prob: float,
-    rng: np.random.Generator, random_crops: bool = True,
-) -> Batch:
-    """Training batch of the masked (cloze) objective: a window of up to ``max_len`` events per
-    sequence, a ``mask_prob`` share of them (at least one) replaced by the mask token, the
-    originals as targets there. Half the rows have their last event masked, as every query
-    ends in a mask token."""
-    windows = []
-    for seq in items:
-        end = len(seq)
-        if random_crops and end > max_len:
-            end = int(rng.integers(max_len, end + 1))
-        windows.append((max(0, end - max_len), end))
-    length = max([1, *(end - start for start, end in windows)])
-    x = np.zeros((len(items), length), dtype=np.int64)
-    g = np.full((len(items), length), -1, dtype=np.int64)
-    y = np.zeros((len(items), length, 1), dtype=np.int64)
-    for row, (seq, ts, (start, end)) in enumerate(zip(items, times, windows, strict=True)):
-        n = end - start
-        chosen = rng.random(n) < mask_prob
-        if rng.random() < 0.5 or not chosen.any():
-            chosen[n - 1] = True
-        x[row, :n] = np.where(chosen, MASK_ID, seq[start:end])
-        # A query's mask token has no gap (its event has not happened): neither do these.
-        g[row, :n] = np.where(chosen, -1, _gaps(ts)[start:end])
-        y[row, :n, 0] = np.where(chosen, seq[start:end], 0)
-    return Batch(torch.from_numpy(x), torch.from_numpy(g), torch.from_numpy(y))
-
-
-def reversed_sequences(train: UserSequences) -> UserSequences:
-    """Each sequence back to front, its times mirrored so gaps stay positive: trained on, the
-    model predicts what came before an item."""
-    times = [(t[-1] - t)[::-1].copy() if len(t) else t for t in train.times]
-    return UserSequences([s[::-1].copy() for s in train.items], times, train.n_items)
 
 
 def history_batch(
@@ -170,9 +139,11 @@ class SessionTrainer:
         torch.manual_seed(config.seed)
         self.model = SessionTransformer(n_items, config).to(self.device)
         self.optimizer = torch.optim.AdamW(
-            _param_groups(self.model, config), lr=config.lr, weight_decay=config.weight_decay
+            _param_groups(self.model, config), lr=config.lr, weight_decay=config.weight_decay,
+            fused=True,  # one kernel per parameter group: several times faster on CPU
         )
         self._rng = np.random.default_rng(config.seed)
+        self._generator = torch.Generator().manual_seed(config.seed)
 
     def grow_items(self, n_items: int) -> None:
         """Admits new item rows, keeping existing rows and their AdamW moments."""
@@ -199,56 +170,36 @@ class SessionTrainer:
         self.model.item_embedding.weight.copy_(vectors.to(self.device) * scale)
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Cross-entropy of the next item (and, weighted down, of the few after it)."""
+        """Cross-entropy of the next item at every position (see :mod:`models.softmax_loss`)."""
         items = batch.items.to(self.device)
         with autocast_context(self.device):
             hidden = self.model(items, batch.gaps.to(self.device))
-            targets = batch.targets.to(self.device)
-            catalog = self.model.n_items - self.config.virtual_items
-            # Non-item pages are inputs only: a position whose next event is one learns nothing.
-            mask = (targets[..., 0] > 0) & (targets[..., 0] <= catalog)
-            picked, future = hidden[mask], targets[mask]
-            if self.config.loss == "sampled":
-                return self._sampled_loss(picked, future[:, 0])
-            logits = self.model.logits(picked).float()
-            logits[:, 0] = -torch.inf
-            logits[:, catalog + 1 :] = -torch.inf
-            if self.config.mask_seen and self.config.objective == "causal":
-                logits = _mask_seen(logits, items, mask, future[:, 0])
-            next_loss = F.cross_entropy(
-                logits, future[:, 0], label_smoothing=self.config.label_smoothing
-            )
-            if future.shape[1] == 1:
-                return next_loss
-            return self._future_loss(logits, future, next_loss)
+        targets = batch.targets.to(self.device)
+        catalog = self.model.n_items
+        mask = targets > 0
+        picked, target = hidden[mask].float(), targets[mask]
+        excluded = seen_pairs(items, mask, target) if self.config.mask_seen else None
+        return self.catalog_loss(picked, target, excluded, catalog)
 
-    def _future_loss(
-        self, logits: torch.Tensor, future: torch.Tensor, next_loss: torch.Tensor
+    def catalog_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, excluded: torch.Tensor | None,
+        catalog: int,
     ) -> torch.Tensor:
-        # Ratings entered in one sitting have near-arbitrary order, so the items just after the
-        # next one are nearly as informative a target; weights decay geometrically.
-        log_probs = torch.log_softmax(logits[:, 1:], dim=1)
-        picked = torch.gather(log_probs, 1, (future[:, 1:] - 1).clamp(min=0))
-        valid = ((future[:, 1:] > 0) & torch.isfinite(picked)).float()
-        picked = torch.nan_to_num(picked, neginf=0.0)
-        weights = self.config.future_decay ** torch.arange(
-            1, future.shape[1], device=logits.device, dtype=torch.float32
-        )
-        ahead = -(picked * valid * weights).sum() / valid.sum().clamp(min=1.0)
-        return (next_loss + ahead) / (1.0 + float(weights.sum()))
+        """The loss over items ``1..catalog`` of the picked positions' hidden states."""
+        table, bias = self.item_rows(catalog)
+        if self.config.loss == "sampled":
+            negatives = uniform_negatives(
+                catalog, self.config.n_negatives, self._generator, hidden.device
+            )
+            return sampled_cross_entropy(
+                hidden, targets, negatives, table_rows(table, bias), catalog, excluded
+            )
+        return catalog_cross_entropy(hidden, table, bias, targets, excluded)
 
-    def _sampled_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # Shared uniform negatives; uniform sampling needs no logQ term beyond a constant.
-        negatives = torch.randint(
-            1, self.model.n_items + 1, (self.config.n_negatives,), device=hidden.device
-        )
-        table = self.model.item_embedding.weight
-        pos = (hidden * table[targets]).sum(-1) + self.model.item_bias[targets]
-        neg = hidden @ table[negatives].T + self.model.item_bias[negatives]
-        neg = neg.masked_fill(negatives[None, :] == targets[:, None], -torch.inf)
-        logits = torch.cat([pos[:, None], neg], dim=1).float()
-        zeros = torch.zeros(len(targets), dtype=torch.int64, device=hidden.device)
-        return F.cross_entropy(logits, zeros)
+    def item_rows(self, catalog: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``0..catalog`` of the item table and of the item bias, as the loss reads them."""
+        return (self.model.item_embedding.weight[: catalog + 1],
+                self.model.item_bias[: catalog + 1])
 
     def _step(self, batch: Batch) -> float:
         self.model.train()
@@ -274,14 +225,11 @@ class SessionTrainer:
         ]
         if not rows:
             return math.nan
-        batch = make_batch(
-            [s for s, _, _ in rows], [t for _, t, _ in rows], self.config.max_len,
-            future_window=self.config.future_window,
-        )
+        batch = make_batch([s for s, _, _ in rows], [t for _, t, _ in rows], self.config.max_len)
         if fresh is not None:
             keep_last_targets(batch, [min(len(s), self.config.max_len + 1) - 1 for s, _, _ in rows],
                               [k for _, _, k in rows])
-        if not bool((batch.targets[..., 0] > 0).any()):
+        if not bool((batch.targets > 0).any()):
             return math.nan
         return self._step(batch)
 
@@ -293,26 +241,18 @@ class SessionTrainer:
         users = [u for u, s in enumerate(train.items) if len(s) >= 2]
         lengths = {u: min(len(train.items[u]) - 1, cfg.max_len) for u in users}
         steps_per_epoch = math.ceil(len(users) / cfg.batch_size)
-        start = time.perf_counter()
-        if cfg.reverse_pretrain_epochs:
-            backwards = reversed_sequences(train)
-            schedule = _warmup_cosine(
-                self.optimizer, cfg, cfg.reverse_pretrain_epochs * steps_per_epoch
-            )
-            for _ in range(cfg.reverse_pretrain_epochs):
-                self._epoch(backwards, lengths, schedule)
-            log.info("reverse pre-training epochs=%d elapsed_s=%.1f",
-                     cfg.reverse_pretrain_epochs, time.perf_counter() - start)
+        start, cpu_start = time.perf_counter(), time.process_time()
         schedule = _warmup_cosine(self.optimizer, cfg, cfg.epochs * steps_per_epoch)
         tracker = _BestTracker(cfg.patience)
-        examples, epoch = 0, 0
+        examples, epoch, out_of_time = 0, 0, False
         for epoch in range(1, cfg.epochs + 1):
             examples += self._epoch(train, lengths, schedule)
             elapsed = time.perf_counter() - start
             out_of_time = elapsed > cfg.time_budget_s
             if out_of_time:
                 log.info("time budget reached epoch=%d elapsed_s=%.1f", epoch, elapsed)
-            if validation is not None and (epoch % cfg.eval_every == 0 or out_of_time):
+            last = epoch == cfg.epochs or out_of_time
+            if validation is not None and (epoch % cfg.eval_every == 0 or last):
                 ndcg = self.evaluate(validation)["ndcg@10"]
                 log.info("epoch=%d elapsed_s=%.1f val_ndcg10=%.4f", epoch, elapsed, ndcg)
                 if tracker.update(epoch, elapsed, ndcg, self.model):
@@ -322,7 +262,8 @@ class SessionTrainer:
         if validation is not None and tracker.state is not None:
             self.model.load_state_dict(tracker.state)
         return FitReport(epoch, tracker.best_epoch, tracker.best, time.perf_counter() - start,
-                         examples, tracker.history)
+                         examples, tracker.history, epoch if out_of_time else None,
+                         time.process_time() - cpu_start)
 
     def _epoch(
         self, train: UserSequences, lengths: dict[int, int],
@@ -333,56 +274,49 @@ class SessionTrainer:
         examples = 0
         for chunk in _bucketed_batches(lengths, cfg.batch_size, self._rng):
             items, times = [train.items[u] for u in chunk], [train.times[u] for u in chunk]
-            batch = (
-                masked_batch(items, times, cfg.max_len, cfg.mask_prob, self._rng,
-                             cfg.random_crops)
-                if cfg.objective == "masked"
-                else make_batch(items, times, cfg.max_len,
-                                self._rng if cfg.random_crops else None, cfg.future_window)
-            )
+            batch = make_batch(items, times, cfg.max_len, self._rng if cfg.random_crops else None)
             self._step(batch)
             schedule.step()
-            examples += int((batch.targets[..., 0] > 0).sum())
+            examples += int((batch.targets > 0).sum())
         return examples
 
     @torch.no_grad()
     def encode_histories(self, histories: list[IntArray], times: list[IntArray]) -> torch.Tensor:
         """Query vectors ``[n, dim]`` for index-encoded histories (the scorer's ``encode``)."""
         self.model.eval()
-        if self.config.objective == "masked":
-            items, gaps = history_batch(histories, times, self.config.max_len - 1)
-            items, gaps = _append_mask(items, gaps)
-        else:
-            items, gaps = history_batch(histories, times, self.config.max_len)
+        items, gaps = history_batch(histories, times, self.config.max_len)
         return self.model.encode(items.to(self.device), gaps.to(self.device)).float()
 
     @torch.no_grad()
     def score(self, queries: Queries, batch_size: int = 512) -> FloatArray:
-        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation (non-item pages are
-        not part of the catalog)."""
-        catalog = self.model.n_items - self.config.virtual_items
+        """Full-catalog scores ``[n_queries, n_items + 1]`` for evaluation."""
         rows = []
         for lo in range(0, len(queries.targets), batch_size):
             hi = lo + batch_size
             q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
-            rows.append(self.model.logits(q)[:, : catalog + 1].float().cpu().numpy())
+            rows.append(self.model.logits(q).float().cpu().numpy())
         return np.concatenate(rows).astype(np.float32)
 
-    def evaluate(self, queries: Queries) -> dict[str, float]:
-        catalog = self.model.n_items - self.config.virtual_items
-        seen = [h[h <= catalog] for h in queries.histories]
-        scores = exclude(self.score(queries), seen)
-        return metrics_from_ranks(target_ranks(scores, queries.targets))
-
-
-def _append_mask(items: torch.Tensor, gaps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A mask token after each row's last event: its state is the masked model's query."""
-    lengths = (items != 0).sum(dim=1)
-    items = torch.cat([items, torch.zeros_like(items[:, :1])], dim=1)
-    gaps = torch.cat([gaps, torch.full_like(gaps[:, :1], -1)], dim=1)
-    rows = torch.arange(len(items))
-    items[rows, lengths] = MASK_ID
-    return items, gaps
+    @torch.no_grad()
+    def evaluate(self, queries: Queries, batch_size: int = 1024) -> dict[str, float]:
+        """Metrics of the queries' targets ranked against the catalog, history items excluded;
+        computed a batch of queries at a time (no full score matrix is held)."""
+        ranks = []
+        for lo in range(0, len(queries.targets), batch_size):
+            hi = lo + batch_size
+            q = self.encode_histories(queries.histories[lo:hi], queries.history_times[lo:hi])
+            scores = self.model.logits(q).float()
+            seen = [torch.from_numpy(h) for h in queries.histories[lo:hi]]
+            rows = torch.repeat_interleave(torch.arange(len(seen)),
+                                           torch.tensor([len(h) for h in seen]))
+            scores[rows.to(scores.device), torch.cat(seen).to(scores.device)] = -torch.inf
+            scores[:, 0] = -torch.inf
+            targets = torch.from_numpy(queries.targets[lo:hi]).to(scores.device)
+            picked = scores.gather(1, targets[:, None])
+            rank = (scores >= picked).sum(dim=1).cpu().numpy().astype(np.int64)
+            rank[~np.isfinite(picked[:, 0].cpu().numpy())] = NEVER
+            ranks.append(rank)
+        return metrics_from_ranks(np.concatenate(ranks))
 
 
 class _BestTracker:
@@ -405,24 +339,6 @@ class _BestTracker:
             return False
         self.stale += 1
         return self.stale >= self.patience
-
-
-def _mask_seen(
-    logits: torch.Tensor, items: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor
-) -> torch.Tensor:
-    """Removes items already in each prefix from that position's softmax (never the target).
-
-    Serving filters already-seen items (the filtering stage), so pushing them down is wasted effort,
-    and a harmful one: they resemble the next item more than any random negative does.
-    """
-    batch, length = items.shape
-    positions = torch.arange(length, device=items.device).expand(batch, length)
-    first = torch.full((batch, logits.shape[1]), length, device=items.device, dtype=torch.int64)
-    first.scatter_reduce_(1, items, positions, reduce="amin")
-    rows, steps = mask.nonzero(as_tuple=True)
-    seen = first[rows] <= steps[:, None]
-    seen[torch.arange(len(targets), device=items.device), targets] = False
-    return logits.masked_fill(seen, -torch.inf)
 
 
 def _param_groups(

@@ -4,11 +4,8 @@ Inputs per position: the item embedding (rows of a growable table, index 0 = pad
 absolute position and a temporal feature: the log-bucketed gap since the previous event (lagged
 features). Sequences are left-aligned (right-padded), so with a causal mask a real
 position never attends to padding. Item embeddings are tied between input and output; scores are
-``h . E_j + b_j`` over *all* items and training minimises a full-softmax cross-entropy at every
-position (next-item prediction), which ML-sized catalogs afford; for large catalogs
-``loss="sampled"`` draws ``n_negatives`` shared uniform negatives per batch (uniform sampling
-needs no logQ correction). With ``mask_seen`` (full softmax only) the items already in a prefix
-are left out of that position's softmax, as serving filters them.
+``h . E_j + b_j`` over *all* items. Training (:mod:`models.sequence_training`) minimises a
+next-item cross-entropy at every position (:mod:`models.softmax_loss`).
 
 Public API (used by the trainer and the scorer):
 
@@ -29,8 +26,6 @@ from models.embeddings import padded_width
 from models.session_config import SessionTransformerConfig
 
 N_GAP_BUCKETS = 40
-MASK_ID = -1
-"""The masked objective's mask token in an item sequence (0 stays padding)."""
 
 
 def gap_buckets(gaps_s: torch.Tensor) -> torch.Tensor:
@@ -43,6 +38,21 @@ def gap_buckets(gaps_s: torch.Tensor) -> torch.Tensor:
     buckets = 1 + torch.floor(torch.log2(clipped + 1.0)).to(torch.int64)
     buckets = buckets.clamp(max=N_GAP_BUCKETS - 1)
     return torch.where(gaps_s < 0, torch.zeros_like(buckets), buckets)
+
+
+class Dropout(nn.Module):
+    """Inverted dropout whose mask comes from uniform draws: the same distribution as
+    ``nn.Dropout``, which draws a Bernoulli per element at about five times the CPU cost."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand_like(x) >= self.p
+        return x * keep * (1.0 / (1.0 - self.p))
 
 
 class CausalBlock(nn.Module):
@@ -65,25 +75,23 @@ class CausalBlock(nn.Module):
         self.ffn = nn.Sequential(
             nn.Linear(dim, dim * ffn_multiplier),
             nn.GELU(),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             nn.Linear(dim * ffn_multiplier, dim),
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, keys: torch.Tensor | None = None) -> torch.Tensor:
-        """`keys` None: causal attention. Given (``[batch, length]``, True = a real position):
-        bidirectional attention over those positions (the masked objective)."""
+    def _attend(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The attention output's residual branch, then the feed-forward's."""
+        y = x + self.dropout(self.proj(attended))
+        out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, dim = x.shape
         qkv = self.qkv(self.attn_norm(x)).view(batch, length, 3, self.heads, dim // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        if keys is None:
-            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
-        attended = attended.transpose(1, 2).reshape(batch, length, dim)
-        x = x + self.dropout(self.proj(attended))
-        out: torch.Tensor = x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return out
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self._attend(x, attended.transpose(1, 2).reshape(batch, length, dim))
 
     def query(self, x: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """``forward(x)[row, last[row]]`` for each row, computing only those positions' outputs.
@@ -105,9 +113,7 @@ class CausalBlock(nn.Module):
         hidden = torch.arange(length, device=x.device)[None, :] > last[:, None]
         scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))
         attended = (torch.softmax(scores, dim=-1) @ v).reshape(batch, dim)
-        y = x[rows, last] + self.dropout(self.proj(attended))
-        out: torch.Tensor = y + self.dropout(self.ffn(self.ffn_norm(y)))
-        return out
+        return self._attend(x[rows, last], attended)
 
 
 class SessionTransformer(nn.Module):
@@ -122,16 +128,13 @@ class SessionTransformer(nn.Module):
         self.item_bias = nn.Parameter(torch.zeros(n_items + 1))
         self.position_embedding = nn.Embedding(config.max_len, dim)
         self.gap_embedding = nn.Embedding(N_GAP_BUCKETS, dim)
-        self.input_dropout = nn.Dropout(config.dropout)
+        self.input_dropout = Dropout(config.dropout)
         self.input_norm = nn.LayerNorm(dim)
         self.blocks = nn.ModuleList(
             CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
             for _ in range(config.layers)
         )
         self.output_norm = nn.LayerNorm(dim)
-        self.bidirectional = config.objective == "masked"
-        if self.bidirectional:
-            self.mask_embedding = nn.Parameter(torch.randn(dim) / math.sqrt(dim))
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -148,10 +151,7 @@ class SessionTransformer(nn.Module):
     def _inputs(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         length = items.shape[1]
         positions = torch.arange(length, device=items.device)
-        x = self.item_embedding(items.clamp(min=0)) * math.sqrt(self.dim)
-        if self.bidirectional:
-            masked = (items == MASK_ID)[..., None]
-            x = torch.where(masked, self.mask_embedding * math.sqrt(self.dim), x)
+        x = self.item_embedding(items) * math.sqrt(self.dim)
         x = x + self.position_embedding(positions)[None] + self.gap_embedding(gap_buckets(gaps_s))
         out: torch.Tensor = self.input_dropout(self.input_norm(x))
         return out
@@ -159,22 +159,18 @@ class SessionTransformer(nn.Module):
     def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[batch, length, dim]`` for left-aligned ``items`` (0 = padding)."""
         x = self._inputs(items, gaps_s)
-        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks:
-            x = block(x, keys)
+            x = block(x)
         out: torch.Tensor = self.output_norm(x)
         return out
 
     def encode(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
         """Query vector ``[batch, dim]``: the hidden state at each row's last real item (what
-        ``forward`` gives there; the last block computes only that position). With the masked
-        objective the caller ends each row with a mask token, and its state is the query; the
-        positions before it are all it attends to either way."""
+        ``forward`` gives there; the last block computes only that position)."""
         last = (items != 0).sum(dim=1).clamp(min=1) - 1
         x = self._inputs(items, gaps_s)
-        keys = (items != 0) if self.bidirectional else None
         for block in self.blocks[:-1]:
-            x = block(x, keys)
+            x = block(x)
         top: CausalBlock = self.blocks[-1]  # type: ignore[assignment]
         out: torch.Tensor = self.output_norm(top.query(x, last))
         return out

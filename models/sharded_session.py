@@ -218,11 +218,16 @@ class ShardedSessionModel:
         out: torch.Tensor = hidden
         return out
 
+    def catalog(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every row of the item table and of the item bias, as the last forward call looked
+        them up (gradients flow back to the shards)."""
+        if self._catalog is None:
+            raise RuntimeError("the catalog is read by a forward call first")
+        return self._catalog
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """``hidden @ E.T + b`` over every row of the item table (column 0 is padding)."""
-        if self._catalog is None:
-            raise RuntimeError("logits() needs a forward call first: it scores that catalog")
-        vectors, biases = self._catalog
+        vectors, biases = self.catalog()
         return hidden @ vectors.to(hidden.dtype).T + biases.to(hidden.dtype)
 
     def train(self) -> None:

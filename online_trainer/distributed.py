@@ -75,7 +75,6 @@ class ShardedSessionTrainer(SessionTrainer):
         device: torch.device | None = None,
     ) -> None:
         # SessionTrainer.__init__ would build every table whole on this process: not called.
-        refuse_unsupported(config)
         self.config = config
         self.device = device or default_device()
         if config.threads:
@@ -99,6 +98,7 @@ class ShardedSessionTrainer(SessionTrainer):
         self.optimizer = CombinedOptimizer([("tables", self.sharded.fused_optimizer),
                                             ("dense", dense)])
         self._rng = np.random.default_rng(config.seed)
+        self._generator = torch.Generator().manual_seed(config.seed)
 
     @torch.no_grad()
     def init_items_from(self, train: UserSequences) -> None:
@@ -115,6 +115,10 @@ class ShardedSessionTrainer(SessionTrainer):
             rows, columns = shard.tensor.shape
             block = vectors[shard.row : shard.row + rows, shard.column : shard.column + columns]
             shard.tensor.copy_(block.to(shard.tensor.device) * scale)
+
+    def item_rows(self, catalog: int) -> tuple[torch.Tensor, torch.Tensor]:
+        vectors, biases = self.sharded.catalog()
+        return vectors[: catalog + 1], biases[: catalog + 1]
 
     def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
         if self.config.spectral_init:
@@ -135,11 +139,12 @@ class ShardedSessionTrainer(SessionTrainer):
         return float(loss.detach())
 
     @torch.no_grad()
-    def evaluate(self, queries: Queries) -> dict[str, float]:
-        """Metrics over all queries: each process ranks its share, the ranks are gathered."""
+    def evaluate(self, queries: Queries, batch_size: int = SCORE_CHUNK) -> dict[str, float]:
+        """Metrics over all queries: each process ranks its share, `batch_size` queries at a
+        time, and the ranks are gathered."""
         world, rank = dist.get_world_size(), dist.get_rank()
         parts = np.array_split(np.arange(len(queries.targets)), world)
-        chunks = max(1, math.ceil(max(len(p) for p in parts) / SCORE_CHUNK))
+        chunks = max(1, math.ceil(max(len(p) for p in parts) / batch_size))
         mine: list[np.ndarray[Any, Any]] = []
         for piece in np.array_split(parts[rank], chunks):
             index = piece.tolist()
@@ -180,25 +185,6 @@ def _mean_row_norm(shards: list[Shard], n_items: int) -> float:
         squares[part.row : part.row + rows] += part.tensor.double().pow(2).sum(dim=1).cpu()
     dist.all_reduce(squares)
     return float(squares[1:].sqrt().mean())
-
-
-# What the sharded engine implements of SessionTransformerConfig; any other option set away from
-# its default (an offline-only training variant) is refused rather than silently ignored.
-SUPPORTED_OPTIONS = frozenset({
-    "dim", "heads", "layers", "ffn_multiplier", "max_len", "dropout", "n_negatives",
-    "future_window", "future_decay", "mask_seen", "label_smoothing", "lr", "item_lr_multiplier",
-    "weight_decay", "warmup_frac", "min_lr_frac", "grad_clip", "epochs", "batch_size",
-    "spectral_init", "random_crops", "eval_every", "patience", "time_budget_s", "seed", "threads",
-})
-
-
-def refuse_unsupported(config: SessionTransformerConfig) -> None:
-    if config.loss != "softmax":
-        raise ValueError("a sharded retrain trains the full softmax (loss='softmax') only")
-    defaults = SessionTransformerConfig()
-    for name in sorted(set(type(config).model_fields) - SUPPORTED_OPTIONS - {"loss"}):
-        if getattr(config, name) != getattr(defaults, name):
-            raise ValueError(f"a sharded retrain does not implement option {name}")
 
 
 def shard(train: UserSequences, rank: int, world: int) -> UserSequences:

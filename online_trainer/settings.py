@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from models.session_config import SessionTransformerConfig
 from online_trainer.vocabulary import VocabularyLimits
@@ -153,15 +153,6 @@ class TrainSettings(ServiceSettings):
         300.0, ge=0, description="After a failed drift retrain, wait this long and retrain "
         "again; its alerts stay pending meanwhile."
     )
-
-    @field_validator("model")
-    @classmethod
-    def _causal_model(cls, model: SessionTransformerConfig) -> SessionTransformerConfig:
-        # The online steps, the prequential scores and the scorer's encoder are causal and know
-        # no virtual items: the other training variants are for offline evaluation.
-        if model.objective != "causal" or model.virtual_items:
-            raise ValueError("the online trainer trains causal models without virtual items")
-        return model
 
     def item_limits(self) -> VocabularyLimits:
         return VocabularyLimits(self.item_min_count, self.item_max_rows)

@@ -4,8 +4,7 @@ Versions are read in the format of models/session_checkpoint.py. Retrieval is ma
 product over `h . e_j + b_j` (models.retrieval folds the bias in): exact (a flat index) for a
 catalog smaller than the retrieval settings' `exact_threshold`, so a served list is the one the
 offline reference ranks (models/reference_answer.py), approximate (the configured kind) above
-it. A version trained with the masked objective is refused: its queries end in a mask token,
-which the scorer's causal encoder does not append.
+it.
 """
 
 from __future__ import annotations
@@ -152,9 +151,6 @@ def load_session_bundle(
     started = time.perf_counter()
     stored = load_session_model(ModelStore(store_root), name, version, sha256)
     model = stored.model
-    if model.config.objective != "causal":
-        raise ValueError(f"version {version} is trained with the {model.config.objective} "
-                         "objective; the scorer encodes causally")
     recommender = SessionRecommender(model, history_length, cpu_runtime=cpu_runtime)
     if len(stored.item_rows) < retrieval.exact_threshold:
         retrieval = retrieval.model_copy(update={"kind": "flat"})

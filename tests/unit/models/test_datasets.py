@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import io
+import subprocess
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,28 @@ def test_csv_without_required_columns_is_rejected(tmp_path: Path) -> None:
         datasets.load_interactions_csv(path)
 
 
+def _fake_pip(member: str, body: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Stands in for `pip download`: checks the command and drops a wheel holding `member`."""
+
+    def run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        assert command[1:4] == ["-m", "pip", "download"]
+        assert f"recbole=={datasets.RECBOLE_VERSION}" in command and "--no-deps" in command
+        assert "install" not in command
+        dest = Path(command[command.index("--dest") + 1])
+        dest.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(dest / f"recbole-{datasets.RECBOLE_VERSION}-py3-none-any.whl",
+                             "w") as wheel:
+            wheel.writestr(member, body)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    return run
+
+
 def test_tampered_download_fails_the_hash_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as wheel:
-        wheel.writestr(datasets.ML100K_MEMBER, "user_id:token\titem_id:token\n1\t2\n")
-    monkeypatch.setattr(datasets, "_wheel_url", lambda version: "https://example.invalid/w.whl")
-    monkeypatch.setattr(datasets, "_get", lambda url: buffer.getvalue())
+    monkeypatch.setattr(subprocess, "run", _fake_pip(
+        datasets.ML100K_MEMBER, "user_id:token\titem_id:token\n1\t2\n"))
     with pytest.raises(datasets.DatasetError, match="sha256"):
         datasets.fetch_ml100k(tmp_path)
     assert not (tmp_path / "ml-100k.inter").exists()
@@ -43,11 +58,51 @@ def test_tampered_download_fails_the_hash_check(
 def test_tampered_item_content_fails_the_hash_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as wheel:
-        wheel.writestr(datasets.ML100K_ITEMS_MEMBER, "item_id:token\tclass:token_seq\n1\tDrama\n")
-    monkeypatch.setattr(datasets, "_wheel_url", lambda version: "https://example.invalid/w.whl")
-    monkeypatch.setattr(datasets, "_get", lambda url: buffer.getvalue())
+    monkeypatch.setattr(subprocess, "run", _fake_pip(
+        datasets.ML100K_ITEMS_MEMBER, "item_id:token\tclass:token_seq\n1\tDrama\n"))
     with pytest.raises(datasets.DatasetError, match="sha256"):
         datasets.fetch_ml100k_items(tmp_path)
     assert not (tmp_path / "ml-100k.item").exists()
+
+
+def test_a_failed_pip_download_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution\n")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    with pytest.raises(datasets.DatasetError, match="No matching distribution"):
+        datasets.fetch_ml100k(tmp_path)
+
+
+def test_the_wheel_is_fetched_once_for_both_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    fake = _fake_pip(datasets.ML100K_MEMBER, "x")
+
+    def counting(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(command)
+        return fake(command, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    for fetch in (datasets.fetch_ml100k, datasets.fetch_ml100k_items):
+        with pytest.raises(datasets.DatasetError):
+            fetch(tmp_path)
+    assert len(calls) == 1
+
+
+def test_sequence_files_become_ordered_interactions(tmp_path: Path) -> None:
+    path = tmp_path / "seq.txt"
+    path.write_text("u1 5 3 9\n\nu2 3\n")
+    frame = datasets.load_sequences(path)
+    assert frame["user_id"].tolist() == ["u1", "u1", "u1", "u2"]
+    assert frame["item_id"].tolist() == ["5", "3", "9", "3"]
+    stamps = frame["timestamp"].tolist()
+    assert stamps[0] < stamps[1] < stamps[2] and stamps[3] == stamps[0]
+
+
+def test_a_sequence_line_without_items_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "seq.txt"
+    path.write_text("u1 5 3\nu2\n")
+    with pytest.raises(datasets.DatasetError, match=":2:"):
+        datasets.load_sequences(path)

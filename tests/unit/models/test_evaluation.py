@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from models.evaluation import evaluate_dataset, margin_over_baselines
+from models.evaluation import evaluate_dataset, load_frame, margin_over_baselines
 from models.session_config import SessionTransformerConfig
 
 
@@ -70,3 +72,33 @@ def test_margin_is_relative_to_the_strongest_baseline() -> None:
     assert margin is not None
     assert margin["best_baseline"] == "markov"
     assert margin["relative_ndcg@10"] == pytest.approx(0.2)
+
+
+def test_a_sequence_file_runs_with_one_call_and_the_report_names_data_protocol_and_budget(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bench.txt"
+    frame = _frame()
+    lines = [" ".join([user, *group["item_id"]]) for user, group in frame.groupby("user_id")]
+    path.write_text("\n".join(lines) + "\n")
+    data = load_frame(None, sequences=path)
+    assert data.name == "bench" and data.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    config = SessionTransformerConfig(dim=16, heads=2, layers=1, epochs=3, eval_every=5)
+    report = evaluate_dataset(data.name, data.frame, config, rankers=[], sha256=data.sha256)
+    assert report["dataset_sha256"] == data.sha256
+    assert "history excluded" in report["protocol"] and report["seed"] == 0
+    assert report["examples_per_s"] > 0 and report["wall_s"] > 0 and report["cpu_s"] > 0
+    assert report["session_transformer_budget"]["epochs"] == 3
+    assert report["session_transformer_budget"]["capped_by_wall_clock"] is False
+    transformer = report["models"]["session_transformer"]
+    assert 0.0 <= transformer["ndcg@10"] <= transformer["hr@10"] <= 1.0
+    # The recipe's data-derived settings are what the report says was trained.
+    assert report["session_transformer_config"]["max_len"] == 50
+    json.dumps(report)
+
+
+def test_exactly_one_data_source_is_accepted(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        load_frame("ml-100k", sequences=tmp_path / "x.txt")
+    with pytest.raises(ValueError, match="exactly one"):
+        load_frame(None)

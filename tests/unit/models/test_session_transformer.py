@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
+from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequence_training import SessionTrainer, keep_last_targets, make_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
@@ -32,11 +34,11 @@ def test_gap_buckets_separate_seconds_from_days() -> None:
     assert int(buckets.max()) < 40
 
 
-def test_next_item_targets_include_the_items_ahead() -> None:
-    batch = make_batch([np.array([1, 2, 3, 4])], [np.arange(4)], max_len=8, future_window=2)
-    assert batch.items[0].tolist() == [1, 2, 3]
-    assert batch.targets[0, :, 0].tolist() == [2, 3, 4]
-    assert batch.targets[0, :, 1].tolist() == [3, 4, 0]
+def test_each_position_predicts_the_next_item() -> None:
+    batch = make_batch([np.array([1, 2, 3, 4]), np.array([5, 6])], [np.arange(4), np.arange(2)],
+                       max_len=8)
+    assert batch.items.tolist() == [[1, 2, 3], [5, 0, 0]]
+    assert batch.targets.tolist() == [[2, 3, 4], [6, 0, 0]]
 
 
 def _cyclic_data(n_users: int, n_items: int, length: int) -> UserSequences:
@@ -73,8 +75,8 @@ def test_only_the_fresh_events_of_each_sequence_stay_targets() -> None:
     batch = make_batch([np.array([1, 2, 3, 4, 5]), np.array([6, 7, 8])],
                        [np.arange(5), np.arange(3)], max_len=8)
     keep_last_targets(batch, [4, 2], [1, 2])
-    assert batch.targets[0, :, 0].tolist() == [0, 0, 0, 5]
-    assert batch.targets[1, :, 0].tolist() == [7, 8, 0, 0]
+    assert batch.targets[0].tolist() == [0, 0, 0, 5]
+    assert batch.targets[1].tolist() == [7, 8, 0, 0]
 
 
 def test_partial_fit_with_no_fresh_event_takes_no_step() -> None:
@@ -110,3 +112,24 @@ def test_encode_is_the_full_forward_at_each_rows_last_real_item() -> None:
             hidden = model(items, gaps)
             expected = torch.stack([hidden[row, at] for row, at in enumerate(last)])
             assert torch.allclose(model.encode(items, gaps), expected, atol=1e-5)
+
+
+def test_evaluate_ranks_exactly_as_the_full_score_matrix_does() -> None:
+    train = _cyclic_data(n_users=40, n_items=30, length=9)
+    trainer = SessionTrainer(30, SMALL.model_copy(update={"epochs": 3}), torch.device("cpu"))
+    trainer.fit(train)
+    histories = [s[:-1] for s in train.items]
+    targets = np.array([int(s[-1]) for s in train.items])
+    targets[0] = int(histories[0][2])  # an already-seen target never hits
+    queries = Queries(histories, [t[:-1] for t in train.times], np.zeros(40, np.int64), targets)
+    plain = metrics_from_ranks(target_ranks(exclude(trainer.score(queries), histories), targets))
+    assert trainer.evaluate(queries, batch_size=7) == pytest.approx(plain)
+
+
+def test_the_wall_clock_cap_says_at_which_epoch_it_stopped() -> None:
+    train = _cyclic_data(n_users=16, n_items=12, length=8)
+    capped = SMALL.model_copy(update={"epochs": 50, "time_budget_s": 1e-9})
+    report = SessionTrainer(12, capped, torch.device("cpu")).fit(train)
+    assert (report.epochs, report.capped_at_epoch) == (1, 1)
+    free = SMALL.model_copy(update={"epochs": 2})
+    assert SessionTrainer(12, free, torch.device("cpu")).fit(train).capped_at_epoch is None

@@ -161,12 +161,3 @@ def test_a_served_list_is_the_offline_reference_of_the_same_version(tmp_path: Pa
     assert [i.item_id for i in served.items] == [i for i, _ in expected]
     np.testing.assert_allclose([i.score for i in served.items], [s for _, s in expected],
                                rtol=1e-4, atol=1e-4)
-
-
-def test_a_version_trained_with_the_masked_objective_is_refused(tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    config = SessionTransformerConfig(dim=16, layers=1, max_len=20, objective="masked")
-    save_session_model(ModelStore(tmp_path), "m", "1.0", SessionTransformer(64, config), ITEMS)
-    with pytest.raises(ValueError, match="masked"):
-        load_session_bundle(tmp_path, "m", "1.0", ModelStore(tmp_path).digest("m", "1.0"),
-                            RetrievalConfig(kind="flat"), 20)

@@ -1,0 +1,85 @@
+"""The session Transformer's recipe: the same rules for every dataset.
+
+Most hyper-parameters are fixed: the :class:`SessionTransformerConfig` defaults. Five follow
+statistics of the *training* sequences (never of the validation or test events), each for a
+stated reason; :func:`fitted_to` applies them.
+
+- ``max_len``: the 90th percentile of the training sequence lengths, rounded up to a multiple of
+  50, within [50, 200]. Longer windows cost attention time and leave position embeddings
+  untrained; shorter ones cut the long histories that carry the signal.
+- ``dropout`` and ``item_lr_multiplier``, by density (the share of the user x item matrix with
+  an event): sparse data (below 1%) gets dropout 0.5 and the item table trained at the full
+  rate; dense data gets dropout 0.3 and the item table at a tenth of the rate. On sparse data an
+  item row has few contexts to learn from and few updates as a target, so it needs the full
+  rate, and the encoder the stronger dropout (SASRec chose 0.5 for the sparse Amazon data and
+  0.2 for dense MovieLens); on dense data each row is a target dozens of times an epoch and
+  overfits first at the full rate.
+- ``batch_size``: the largest power of two up to 128 that still gives at least 25 optimisation
+  steps per epoch, so that the epoch budget means enough updates on data with few users.
+- ``lr``: 1e-3 at 700 predicted positions per step, scaled with the square root of the mean
+  positions a step predicts (square-root scaling of Adam's rate with the batch): a step over
+  a few long histories averages more gradient than one over many short ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.sequences import UserSequences
+from models.session_config import SessionTransformerConfig
+
+MIN_LEN, MAX_LEN, LEN_STEP = 50, 200, 50
+SPARSE_DENSITY = 0.01
+SPARSE_DROPOUT, DENSE_DROPOUT = 0.5, 0.3
+SPARSE_ITEM_LR, DENSE_ITEM_LR = 1.0, 0.1
+MAX_BATCH, MIN_STEPS_PER_EPOCH = 128, 25
+BASE_LR, BASE_POSITIONS = 1e-3, 700
+
+
+@dataclass(frozen=True)
+class DataShape:
+    """The statistics of the training sequences the recipe reads."""
+
+    users: int
+    items: int
+    events: int
+    p90_length: float
+    lengths: tuple[int, ...]
+    """Every training sequence's length."""
+
+    def positions_per_user(self, max_len: int) -> float:
+        """Mean predicted positions per trainable user with a window of ``max_len`` events."""
+        trainable = [min(n - 1, max_len) for n in self.lengths if n >= 2]
+        return float(np.mean(trainable)) if trainable else 1.0
+
+    @property
+    def density(self) -> float:
+        """Share of the user x item matrix with an event."""
+        return self.events / max(1, self.users * self.items)
+
+
+def data_shape(train: UserSequences) -> DataShape:
+    lengths = np.array([len(s) for s in train.items], dtype=np.int64)
+    users = int((lengths >= 2).sum())
+    return DataShape(users, train.n_items, int(lengths.sum()),
+                     float(np.percentile(lengths, 90)) if len(lengths) else 0.0,
+                     tuple(int(n) for n in lengths))
+
+
+def fitted_to(config: SessionTransformerConfig, train: UserSequences) -> SessionTransformerConfig:
+    """``config`` with the data-derived hyper-parameters set from ``train``."""
+    shape = data_shape(train)
+    max_len = min(MAX_LEN, max(MIN_LEN, LEN_STEP * math.ceil(shape.p90_length / LEN_STEP)))
+    sparse = shape.density < SPARSE_DENSITY
+    dropout = SPARSE_DROPOUT if sparse else DENSE_DROPOUT
+    fits = max(1, shape.users // MIN_STEPS_PER_EPOCH)
+    batch_size = min(MAX_BATCH, 2 ** int(math.log2(fits)))
+    positions = batch_size * shape.positions_per_user(max_len)
+    lr = BASE_LR * math.sqrt(positions / BASE_POSITIONS)
+    return config.model_copy(update={
+        "max_len": max_len, "dropout": dropout, "batch_size": batch_size, "lr": round(lr, 6),
+        "item_lr_multiplier": SPARSE_ITEM_LR if sparse else DENSE_ITEM_LR,
+    })
