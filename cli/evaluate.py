@@ -39,6 +39,10 @@ def eval_command(
     rankers: bool = typer.Option(
         True, "--rankers/--no-rankers", help="Train the two-stage re-rankers (their rows)."
     ),
+    baselines: bool = typer.Option(
+        True, "--baselines/--no-baselines", help="Tune and evaluate the four baselines (their "
+        "rows and the Transformer's margin over the best).",
+    ),
 ) -> None:
     """Leave-one-out, full-ranking evaluation of every model and baseline."""
     from bench.calibration import begin
@@ -56,7 +60,7 @@ def eval_command(
     config = SessionTransformerConfig(**overrides)
     report = evaluate_dataset(data.name, data.frame, config, exclude_seen=exclude_seen,
                               items=load_items(dataset), rankers=None if rankers else [],
-                              sha256=data.sha256)
+                              sha256=data.sha256, baselines=baselines)
     if json_path is not None:
         write_result(json_path, report)
     _print_eval(report)

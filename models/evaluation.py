@@ -145,9 +145,12 @@ class SessionTransformerRecommender:
 
 
 def default_recommenders(
-    config: SessionTransformerConfig, exclude_seen: bool = True
+    config: SessionTransformerConfig, exclude_seen: bool = True, baselines: bool = True
 ) -> list[Recommender]:
-    """The four baselines (with their small validation grids) and the session Transformer."""
+    """The four baselines (with their small validation grids) and the session Transformer, or
+    the session Transformer alone without `baselines`."""
+    if not baselines:
+        return [SessionTransformerRecommender(config)]
     windows = (1, 3, 7, 14, 30, 90)
     decays = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
     recent: list[Callable[[], _Baseline]] = [
@@ -244,10 +247,11 @@ def load_items(dataset: str | None) -> pd.DataFrame | None:
 def evaluate_dataset(
     name: str, frame: pd.DataFrame, config: SessionTransformerConfig, exclude_seen: bool = True,
     items: pd.DataFrame | None = None, rankers: Sequence[Ranker] | None = None,
-    sha256: str | None = None,
+    sha256: str | None = None, baselines: bool = True,
 ) -> dict[str, Any]:
     """Full evaluation report (the ``streamrec eval`` JSON); ``items`` is the item content
-    (``item_id``, ``release_year``, ``genres``) the rankers' content features read."""
+    (``item_id``, ``release_year``, ``genres``) the rankers' content features read; without
+    ``baselines`` only the session Transformer (and the rankers) are trained."""
     started, cpu_started = time.perf_counter(), time.process_time()
     load_at_start = os.getloadavg()[0]
     if config.threads:
@@ -257,7 +261,7 @@ def evaluate_dataset(
         raise ValueError("no user has the 3+ events leave-one-out needs")
     content = (ItemContent.from_frame(items, split.item_ids) if items is not None
                else ItemContent.empty(split.train.n_items))
-    recommenders = default_recommenders(config, exclude_seen)
+    recommenders = default_recommenders(config, exclude_seen, baselines)
     results = run_evaluation(split, recommenders, exclude_seen)
     transformer = next(r for r in recommenders if isinstance(r, SessionTransformerRecommender))
     if transformer.trainer is None:
