@@ -42,6 +42,14 @@ class EventClock:
             known.newest = max(known.newest, event_time)
             known.last_arrival_wall = wall
 
+    def restore(self, watermark: float) -> None:
+        """After a restart: the watermark the previous owner of these sources had reached."""
+        self._watermark = max(self._watermark, watermark)
+
+    def newest(self, source: str) -> float | None:
+        known = self._sources.get(source)
+        return None if known is None or not math.isfinite(known.newest) else known.newest
+
     def forget(self, source: str) -> None:
         """A source no longer read here (a revoked partition) stops holding the watermark."""
         self._sources.pop(source, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -25,16 +26,17 @@ from schemas.topics import (
     ALERTS_DRIFT,
     INTERACTIONS,
     KPI_METRICS,
+    MONITOR_STATE,
     RANKER_EXAMPLES,
     REC_FEATURES,
     REC_RESPONSES,
 )
 from schemas.wire import decode
+from streams.kafka.admin import end_offsets
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import MONITOR
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.config import DriftSettings
-from streams.monitor.offsets import reported_through
 from streams.monitor.service import MonitorService
 from streams.monitor.settings import MonitorSettings
 from tests.hostile_corpus import corpus
@@ -163,13 +165,31 @@ def read_until(
     return found
 
 
-def committed(settings: MonitorSettings, topic: str) -> list[TopicPartition]:
-    consumer = Consumer({**settings.kafka.client_config(), "group.id": settings.group_id})
+def state_rows(kafka: KafkaConnection) -> dict[bytes, bytes]:
+    """The monitor's state table as its changelog holds it now (tombstones applied)."""
+    topic = kafka.topic(MONITOR_STATE)
+    ends = end_offsets(kafka, topic)
+    consumer = Consumer({
+        **kafka.client_config(), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    rows: dict[bytes, bytes] = {}
+    seen = dict.fromkeys(ends, 0)
+    deadline = time.monotonic() + GIVE_UP_S
     try:
-        partitions = [TopicPartition(topic, p) for p in range(REC_RESPONSES.partitions)]
-        return list(consumer.committed(partitions, timeout=10))
+        while any(seen[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            seen[message.partition()] = message.offset() + 1
+            if message.value() is None:
+                rows.pop(message.key(), None)
+            else:
+                rows[message.key()] = message.value()
     finally:
         consumer.close()
+    return rows
 
 
 def test_responses_and_later_interactions_become_kpi_reports_with_the_right_counts(
@@ -287,9 +307,12 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
         publish(kafka, before_stop)
         first = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
     assert [(r.window_start, r.responses, r.hits) for r in first] == [(window_a, 2, 1)]
-    # The commits remember that window A (and only A) was reported.
-    bound = reported_through(committed(settings, kafka.topic(REC_RESPONSES)))
-    assert window_b <= bound < window_b + WINDOW_S
+    # The state table remembers that window A (and only A) was reported, and that responses
+    # 6 and 7 are still open.
+    rows = state_rows(kafka)
+    bounds = {json.loads(v)["reported_through"] for k, v in rows.items() if k.startswith(b"c")}
+    assert bounds and all(window_b <= b < window_b + WINDOW_S for b in bounds)
+    assert {b"rr6", b"rr7"} <= set(rows)
 
     after_stop: list[Record] = [
         interaction(6, "u6", "c", EventType.PURCHASE, window_b + 95),
