@@ -115,6 +115,10 @@ def stream_app(
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_compression_type="lz4",
+        # As the EventProducer lingers: aiokafka sends each record in a request of its own
+        # without it, and the changelog writes of a batch become thousands of requests.
+        producer_linger=0.005,
+        producer_max_batch_size=1_000_000,
         web_enabled=False,
         autodiscover=False,
     )
@@ -221,7 +225,7 @@ class StateTable:
             connection.topic(spec), partitions=spec.partitions, key_serializer="raw",
             value_serializer="raw", compacting=True,
         )
-        raw = faust.Schema(
+        raw: Any = faust.Schema(
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
         )
         self._table = app.Table(

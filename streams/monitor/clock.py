@@ -50,6 +50,11 @@ class EventClock:
         known = self._sources.get(source)
         return None if known is None or not math.isfinite(known.newest) else known.newest
 
+    def sources_of(self, partition: int) -> list[str]:
+        """The sources named `<topic>:<partition>` for this partition."""
+        suffix = f":{partition}"
+        return [name for name in self._sources if name.endswith(suffix)]
+
     def forget(self, source: str) -> None:
         """A source no longer read here (a revoked partition) stops holding the watermark."""
         self._sources.pop(source, None)

@@ -183,5 +183,9 @@ class MonitorPipeline:
         if alert is not None:
             self._pending_alerts.append(alert)
 
+    def sources(self, partition: int) -> list[str]:
+        """The clock's sources that read `partition` (one per input topic)."""
+        return self.clock.sources_of(partition)
+
     def freshness_p95(self) -> dict[str, float]:
         return {f.kind: f.last_p95 for f in self._freshness if f.last_p95 is not None}

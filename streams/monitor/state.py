@@ -1,16 +1,20 @@
-"""The monitor's state in a faust table (`monitor.state`, changelog-backed), row by row.
+"""The monitor's state in a faust table (`monitor.state`, changelog-backed), partition by
+partition.
 
-Rows, each written to the changelog partition of the input partition it belongs to (the three
-input topics are co-partitioned by user, so a user's answers, acts and window counts travel
-together through a rebalance):
-- `r<request_id>`, `f<request_id>`: an open answer's response and logged features, as read;
-- `i<event_id>`: a kept act, as read;
-- `w<window key>`: a KPI window's counts for one partition, version and arm;
-- `c<partition>`: the partition's clock: its sources' newest event times, the watermark and
-  the bound of windows already reported.
-A closed answer, a forgotten act and a reported window are deleted (a tombstone), so a restored
-worker holds exactly the open state. Its watermark comes back with it: a record re-delivered
-after a crash whose answer had closed is late, and a window already reported stays reported.
+The three input topics are co-partitioned by user, so a user's answers, acts and window counts
+belong to one input partition and are written to the same changelog partition: they travel
+together through a rebalance. Two kinds of rows, both written at most once per partition and
+batch, so the changelog costs a few records per batch, not one per input record:
+- `s<partition>:<worker>:<n>`, a segment: the records one batch kept for the join (responses,
+  logged features, acts), as they were read. A segment is deleted (a tombstone) once every
+  record in it has closed or been forgotten;
+- `c<partition>`, the partition's clock: its sources' newest event times, its watermark, the
+  bound of the windows already reported, and its open KPI windows' counts.
+The clock row is written after the segments of its batch, so a restored partition is what the
+last clock row says: its windows count exactly the answers that closed before its watermark,
+and a segment's records whose window ended before that watermark (closed and counted) are not
+joined again. A record re-delivered after a crash whose answer had closed is late, and a
+window already reported stays reported.
 """
 
 from __future__ import annotations
@@ -18,17 +22,22 @@ from __future__ import annotations
 import json
 import logging
 import math
+import uuid
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
+
+import msgpack
 
 from schemas.events import InteractionEvent
 from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationResponse
 from schemas.wire import decode
 from streams.monitor.pipeline import MonitorPipeline, Published
-from streams.monitor.windows import Counts, WindowKey
+from streams.monitor.windows import Counts
 
 logger = logging.getLogger(__name__)
+
+_RESPONSE, _FEATURES, _ACT = "r", "f", "i"
 
 
 class Rows(Protocol):
@@ -41,86 +50,165 @@ class Rows(Protocol):
     def items(self) -> Iterable[tuple[int, bytes, bytes]]: ...
 
 
-def _window_key(key: WindowKey) -> bytes:
-    return b"w" + json.dumps(key).encode()
+RowId = tuple[str, str]
+"""(kind, request or event id)"""
 
 
 class MonitorState:
     def __init__(self, rows: Rows) -> None:
         self.rows = rows
+        self._worker = uuid.uuid4().hex[:8]
+        self._written = 0
+        self._batch: dict[int, list[tuple[str, bytes]]] = {}
+        self._segment_of: dict[RowId, bytes] = {}
+        self._live: dict[bytes, int] = {}
+        self._clock_rows: dict[int, bytes] = {}
 
     def response(self, partition: int, request_id: str, raw: bytes) -> None:
-        self.rows.put(partition, b"r" + request_id.encode(), raw)
+        self._keep(partition, (_RESPONSE, request_id), raw)
 
     def features(self, partition: int, request_id: str, raw: bytes) -> None:
-        self.rows.put(partition, b"f" + request_id.encode(), raw)
+        self._keep(partition, (_FEATURES, request_id), raw)
 
     def act(self, partition: int, event_id: str, raw: bytes) -> None:
-        self.rows.put(partition, b"i" + event_id.encode(), raw)
+        self._keep(partition, (_ACT, event_id), raw)
+
+    def _keep(self, partition: int, row: RowId, raw: bytes) -> None:
+        self._batch.setdefault(partition, []).append((row[0], raw))
+        self._segment_of[row] = self._segment_key(partition)
+
+    def _segment_key(self, partition: int) -> bytes:
+        return f"s{partition}:{self._worker}:{self._written}".encode()
 
     def advanced(
-        self, pipeline: MonitorPipeline, published: Published, sources: dict[int, list[str]],
+        self, pipeline: MonitorPipeline, published: Published, partitions: Iterable[int],
         wall: float,
     ) -> None:
-        """Persist what `advance` changed, and each partition's clock."""
+        """Persist one batch: its segments, what closed, and each partition's clock."""
+        for partition, kept in self._batch.items():
+            key = self._segment_key(partition)
+            self.rows.put(partition, key, msgpack.packb(kept))
+            self._live[key] = len(kept)
+        if self._batch:
+            self._batch = {}
+            self._written += 1
         for answer in published.closed:
-            self.rows.delete(answer.partition, b"r" + answer.request_id.encode())
-            self.rows.delete(answer.partition, b"f" + answer.request_id.encode())
+            for kind in (_RESPONSE, _FEATURES):
+                self._release(answer.partition, (kind, answer.request_id))
         for acted in pipeline.join.forgotten:
-            self.rows.delete(acted.partition, b"i" + acted.event_id.encode())
+            self._release(acted.partition, (_ACT, acted.event_id))
         pipeline.join.forgotten.clear()
-        windows = pipeline.windows
-        for key in windows.touched:
-            counts = windows.counts(key)
-            if counts is None:
-                self.rows.delete(key[0], _window_key(key))
-            else:
-                self.rows.put(key[0], _window_key(key), counts.to_json())
-        windows.touched.clear()
-        clock = {
-            "watermark": _finite(pipeline.clock.watermark(wall)),
-            "reported_through": _finite(pipeline.reported_through),
-        }
-        for partition, names in sources.items():
-            newest = {name: pipeline.clock.newest(name) for name in names}
-            row = {**clock, "newest": {n: t for n, t in newest.items() if t is not None}}
-            self.rows.put(partition, b"c" + str(partition).encode(), json.dumps(row).encode())
+        self._write_clocks(pipeline, partitions, wall)
+
+    def _release(self, partition: int, row: RowId) -> None:
+        segment = self._segment_of.pop(row, None)
+        if segment is None:
+            return
+        self._live[segment] -= 1
+        if self._live[segment] == 0:
+            del self._live[segment]
+            self.rows.delete(partition, segment)
+
+    def _write_clocks(
+        self, pipeline: MonitorPipeline, partitions: Iterable[int], wall: float
+    ) -> None:
+        watermark = _finite(pipeline.clock.watermark(wall))
+        reported = _finite(pipeline.reported_through)
+        windows: dict[int, list[Any]] = {}
+        for key, counts in pipeline.windows.items():
+            windows.setdefault(key[0], []).append([*key[1:], counts.to_dict()])
+        for partition in partitions:
+            newest = {
+                name: t for name in pipeline.sources(partition)
+                if (t := pipeline.clock.newest(name)) is not None
+            }
+            row = json.dumps({
+                "watermark": watermark, "reported_through": reported, "newest": newest,
+                "windows": windows.get(partition, []),
+            }).encode()
+            if self._clock_rows.get(partition) != row:
+                self.rows.put(partition, b"c" + str(partition).encode(), row)
+                self._clock_rows[partition] = row
 
     def restore(self, pipeline: MonitorPipeline, wall: float) -> int:
-        """Load every row this worker holds into a fresh `pipeline`; returns how many."""
-        rows = sorted(self.rows.items(), key=lambda row: row[1][:1] != b"c")  # clocks first
+        """Load every row this worker holds into a fresh `pipeline`; returns how many records
+        it joined again."""
+        self._segment_of, self._live, self._clock_rows = {}, {}, {}
+        rows = list(self.rows.items())
+        watermarks: dict[int, float] = {}
         for partition, key, value in rows:
-            try:
-                self._load(pipeline, wall, partition, key, value)
-            except ValueError as error:  # a row a newer contract refuses: not worth a crash
-                logger.warning("state row skipped partition=%d kind=%r error=%s",
-                               partition, key[:1], error)
-        return len(rows)
+            if key[:1] == b"c":
+                watermarks[partition] = self._load_clock(pipeline, wall, partition, value)
+        if watermarks:
+            # One watermark for all: the slowest partition's, so none of its records is late.
+            pipeline.clock.restore(min(watermarks.values()))
+        joined = 0
+        for partition, key, value in rows:
+            if key[:1] == b"s":
+                joined += self._load_segment(
+                    pipeline, partition, key, value, watermarks.get(partition, -math.inf)
+                )
+        for partition, key, _ in rows:
+            if key[:1] == b"s" and key not in self._live:
+                self.rows.delete(partition, key)  # everything in it had closed
+        return joined
 
     @staticmethod
-    def _load(
-        pipeline: MonitorPipeline, wall: float, partition: int, key: bytes, value: bytes
-    ) -> None:
-        kind = key[:1]
-        if kind == b"c":
-            row = json.loads(value)
-            pipeline.clock.restore(row["watermark"] if row["watermark"] is not None
-                                   else -math.inf)
-            if row["reported_through"] is not None:
-                pipeline.resume_after(row["reported_through"])
-            for name, newest in row["newest"].items():
-                pipeline.clock.observe(newest, wall, name)
-        elif kind == b"w":
-            p, start, version, experiment, arm = json.loads(key[1:])
-            pipeline.windows.restore((p, start, version, experiment, arm),
-                                     Counts.from_json(value))
-        elif kind == b"r":
-            pipeline.join.add_response(decode(RecommendationResponse, value), partition)
-        elif kind == b"f":
-            pipeline.join.add_features(decode(ServedFeatures, value), partition)
-        elif kind == b"i":
-            pipeline.join.add_interaction(decode(InteractionEvent, value), -math.inf,
-                                          partition)
+    def _load_clock(pipeline: MonitorPipeline, wall: float, partition: int, raw: bytes) -> float:
+        row = json.loads(raw)
+        watermark = -math.inf if row["watermark"] is None else row["watermark"]
+        if row["reported_through"] is not None:
+            pipeline.resume_after(row["reported_through"])
+        for name, newest in row["newest"].items():
+            pipeline.clock.observe(newest, wall, name)
+        for start, version, experiment, arm, counts in row["windows"]:
+            pipeline.windows.restore((partition, start, version, experiment, arm),
+                                     Counts(**counts))
+        return float(watermark)
+
+    def _load_segment(
+        self, pipeline: MonitorPipeline, partition: int, key: bytes, raw: bytes,
+        watermark: float,
+    ) -> int:
+        window = pipeline.join.window_s
+        joined = 0
+        for kind, value in msgpack.unpackb(raw):
+            try:
+                row = self._load_record(pipeline, partition, kind, value, watermark, window)
+            except ValueError as error:  # a record a newer contract refuses: not worth a crash
+                logger.warning("state record skipped partition=%d kind=%s error=%s",
+                               partition, kind, error)
+                continue
+            if row is not None:
+                self._segment_of[row] = key
+                self._live[key] = self._live.get(key, 0) + 1
+                joined += 1
+        return joined
+
+    @staticmethod
+    def _load_record(
+        pipeline: MonitorPipeline, partition: int, kind: str, value: bytes, watermark: float,
+        window: float,
+    ) -> RowId | None:
+        """The record joined again, or None when it had closed before the watermark."""
+        join = pipeline.join
+        if kind == _ACT:
+            event = decode(InteractionEvent, value)
+            if event.timestamp + window < watermark:
+                return None
+            join.add_interaction(event, -math.inf, partition)
+            return (_ACT, event.event_id)
+        record: RecommendationResponse | ServedFeatures = (
+            decode(RecommendationResponse, value) if kind == _RESPONSE
+            else decode(ServedFeatures, value)
+        )
+        if record.served_at + window < watermark:
+            return None
+        if isinstance(record, RecommendationResponse):
+            join.add_response(record, partition)
+        else:
+            join.add_features(record, partition)
+        return (kind, record.request_id)
 
 
 def _finite(value: float) -> float | None:

@@ -11,7 +11,6 @@ summed over this worker's partitions when reported.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -35,12 +34,8 @@ class Counts:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)
 
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> Counts:
-        return cls(**json.loads(raw))
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
 
 
 @dataclass
@@ -52,8 +47,6 @@ class KpiWindows:
     source: str = ""
     """The input partitions these windows count (set on assignment); part of each report id."""
     _open: dict[WindowKey, Counts] = field(default_factory=dict)
-    touched: set[WindowKey] = field(default_factory=set)
-    """Keys changed or closed since the caller last cleared it (for the state table)."""
 
     def start_of(self, at: float) -> float:
         return math.floor(at / self.size_s) * self.size_s
@@ -62,8 +55,8 @@ class KpiWindows:
     def oldest_start(self) -> float | None:
         return min((key[1] for key in self._open), default=None)
 
-    def counts(self, key: WindowKey) -> Counts | None:
-        return self._open.get(key)
+    def items(self) -> list[tuple[WindowKey, Counts]]:
+        return list(self._open.items())
 
     def restore(self, key: WindowKey, counts: Counts) -> None:
         self._open[key] = counts
@@ -83,7 +76,6 @@ class KpiWindows:
         counts.clicks += hits.clicked
         counts.conversions += hits.converted
         counts.ndcg += hits.ndcg
-        self.touched.add(key)
         return True
 
     def close(self, through: float) -> list[KpiReport]:
@@ -94,7 +86,6 @@ class KpiWindows:
         summed: dict[tuple[float, str, str | None, str | None], Counts] = {}
         for key in done:
             summed.setdefault(key[1:], Counts()).add(self._open.pop(key))
-            self.touched.add(key)
         return [self._report(label, summed[label])
                 for label in sorted(summed, key=lambda s: (s[0], s[1], s[2] or "", s[3] or ""))]
 
