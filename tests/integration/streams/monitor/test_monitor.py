@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import msgpack
 import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -312,7 +313,12 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
     rows = state_rows(kafka)
     bounds = {json.loads(v)["reported_through"] for k, v in rows.items() if k.startswith(b"c")}
     assert bounds and all(window_b <= b < window_b + WINDOW_S for b in bounds)
-    assert {b"rr6", b"rr7"} <= set(rows)
+    kept = {
+        decode(RecommendationResponse, raw).request_id
+        for key, value in rows.items() if key.startswith(b"s")
+        for kind, raw in msgpack.unpackb(value) if kind == "r"
+    }
+    assert {"r6", "r7"} <= kept
 
     after_stop: list[Record] = [
         interaction(6, "u6", "c", EventType.PURCHASE, window_b + 95),
