@@ -117,6 +117,9 @@ class AnswerJoin:
     _expiry: list[tuple[float, int, Answer]] = field(default_factory=list)
     _acts: dict[str, dict[str, Acted]] = field(default_factory=dict)
     _act_expiry: list[tuple[float, int, Acted]] = field(default_factory=list)
+    _labels_for: dict[str, str] = field(default_factory=dict)
+    """act (event id) -> the answer (request id) it labels, decided when the first answer that
+    could claim it closes, while every rival is still open."""
     forgotten: list[Acted] = field(default_factory=list)
     """Acts dropped since the caller last cleared it (for the state table)."""
     _sequence: itertools.count[int] = field(default_factory=itertools.count)
@@ -208,6 +211,7 @@ class AnswerJoin:
             _, _, acted = heapq.heappop(self._act_expiry)
             acts = self._acts[acted.user_id]
             del acts[acted.event_id]
+            self._labels_for.pop(acted.event_id, None)
             self.forgotten.append(acted)
             if not acts:
                 del self._acts[acted.user_id]
@@ -259,13 +263,17 @@ class AnswerJoin:
         named = acted.act.request_id
         if named is not None:
             return named == answer.request_id
-        item = acted.act.item_id
-        rivals = [
-            a for a in self._by_user.get(answer.user_id, ())
-            if a.features is not None and a.logs(item) and a.covers(acted)
-        ]
-        showed = [a for a in rivals if a.shows(item)]
-        return max(showed or rivals, key=lambda a: a.served_at) is answer
+        chosen = self._labels_for.get(acted.event_id)
+        if chosen is None:
+            item = acted.act.item_id
+            rivals = [
+                a for a in self._by_user.get(answer.user_id, ())
+                if a.features is not None and a.logs(item) and a.covers(acted)
+            ]
+            showed = [a for a in rivals if a.shows(item)]
+            chosen = max(showed or rivals, key=lambda a: a.served_at).request_id
+            self._labels_for[acted.event_id] = chosen
+        return chosen == answer.request_id
 
     def _forget(self, answer: Answer) -> None:
         del self._answers[answer.request_id]
