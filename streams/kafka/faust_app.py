@@ -236,6 +236,18 @@ async def batches(
         yield [_arrival(e) for e in events]
 
 
+def consumer_lag(app: faust.App) -> list[tuple[str, int, int]]:
+    """(topic, partition, records behind its high watermark) for each assigned partition."""
+    consumer: Any = app.consumer
+    lags = []
+    for tp in consumer.assignment():
+        high, read = consumer.highwater(tp), consumer._read_offset.get(tp)
+        if high is not None:
+            behind = high - (read + 1) if read is not None else high
+            lags.append((tp.topic, tp.partition, max(0, behind)))
+    return lags
+
+
 class StateTable:
     """A faust table of bytes written with explicit partitions (the input record's), kept in
     memory and recovered from its changelog topic, a catalog topic."""

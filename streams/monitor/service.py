@@ -49,6 +49,7 @@ from streams.kafka.faust_app import (
     FaustSender,
     StateTable,
     batches,
+    consumer_lag,
     run_until,
     stream_app,
 )
@@ -59,6 +60,8 @@ from streams.monitor.settings import MonitorSettings
 from streams.monitor.state import MonitorState
 
 logger = logging.getLogger(__name__)
+
+_LAG_EVERY_S = 15.0
 
 
 class MonitorService:
@@ -89,6 +92,7 @@ class MonitorService:
         self.state: MonitorState | None = None
         self._sources: dict[int, list[str]] = {}
         self._evicted_exported = 0
+        self._last_lag_export = 0.0
 
     def run(self, stop: threading.Event) -> None:
         logger.info(
@@ -131,6 +135,7 @@ class MonitorService:
             self.state.advanced(self.pipeline, published, self._sources, wall)
         await self._publish(published)
         self._export_state(wall)
+        self._export_lag(wall)
 
     def _fold(self, arrival: Arrival, wall: float) -> None:
         position = arrival.position
@@ -243,10 +248,19 @@ class MonitorService:
         rows = self.state.restore(pipeline, wall)
         pipeline.windows.source = ",".join(sorted(f"{tp.topic}:{tp.partition}" for tp in ours))
         self.pipeline = pipeline
+        self._evicted_exported = 0
         logger.info(
             "assigned partitions=%d restored_rows=%d reported_through=%s",
             len(ours), rows, pipeline.reported_through,
         )
+
+    def _export_lag(self, wall: float) -> None:
+        app = self.sender.app
+        if app is None or wall - self._last_lag_export < _LAG_EVERY_S:
+            return
+        self._last_lag_export = wall
+        for topic, partition, behind in consumer_lag(app):
+            self.metrics.consumer_lag.labels(topic, str(partition)).set(behind)
 
     def _export_state(self, wall: float) -> None:
         m, p = self.metrics, self.pipeline
