@@ -183,11 +183,14 @@ def state_rows(kafka: KafkaConnection) -> dict[bytes, bytes]:
             message = consumer.poll(0.5)
             if message is None or message.error() is not None:
                 continue
-            seen[message.partition()] = message.offset() + 1
-            if message.value() is None:
-                rows.pop(message.key(), None)
+            partition, offset, key = message.partition(), message.offset(), message.key()
+            assert partition is not None and offset is not None and key is not None
+            seen[partition] = offset + 1
+            value = message.value()
+            if value is None:
+                rows.pop(key, None)
             else:
-                rows[message.key()] = message.value()
+                rows[key] = value
     finally:
         consumer.close()
     return rows

@@ -47,7 +47,8 @@ def interaction(
 ) -> InteractionEvent:
     """Without an `event_id`, one of its own for each user, item, kind and time."""
     return InteractionEvent(
-        event_id=event_id or f"e-{user}-{item}-{kind.value}-{at}", user_id=user, session_id="s1", item_id=item, event_type=kind,
+        event_id=event_id or f"e-{user}-{item}-{kind.value}-{at}", user_id=user,
+        session_id="s1", item_id=item, event_type=kind,
         timestamp=at, context=EventContext(request_id=request_id) if request_id else None,
     )
 
