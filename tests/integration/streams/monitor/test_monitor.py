@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
@@ -19,7 +20,7 @@ from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
 from schemas.deadletter import DeadLetter
-from schemas.events import EventType, InteractionEvent
+from schemas.events import EventContext, EventType, InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
@@ -360,3 +361,80 @@ def test_hostile_records_on_both_topics_are_skipped_and_counted_while_the_monito
             time.sleep(0.2)
     # Every one was skipped, an event an hour ahead included: none moved event time forward.
     assert [invalid(t) for t in topics] == [len(hostile)] * 2
+
+
+def test_each_arms_kpis_equal_an_independent_recount_of_the_same_records(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    rng = random.Random(43)
+    responses: list[RecommendationResponse] = []
+    acts: list[InteractionEvent] = []
+    items = [f"i{n}" for n in range(12)]
+    for n in range(600):
+        user, at = f"u{n % 150}", T0 + n * 3.0
+        shown = tuple(rng.sample(items, 5))
+        arm = ("model", "popularity", "ranker")[rng.randrange(3)]
+        responses.append(response(n, user, at, shown).model_copy(
+            update={"experiment": "exp1", "arm": arm}))
+        for j in range(rng.randrange(3)):
+            kind = rng.choice([EventType.VIEW, EventType.CLICK, EventType.ADD_TO_CART,
+                               EventType.PURCHASE])
+            event = interaction(10 * n + j, user, rng.choice(items), kind,
+                                at + rng.uniform(0.0, 1.5 * ATTRIBUTION_S))
+            if rng.random() < 0.1:  # names a request: this one or another
+                named = f"r{rng.choice([n, max(0, n - 1)])}"
+                event = event.model_copy(update={"context": EventContext(request_id=named)})
+            acts.append(event)
+    # The acts are produced out of event-time order: a lateness beyond their spread keeps every
+    # one of them in time for its answers, as the recount assumes.
+    with monitoring(settings.model_copy(update={"allowed_lateness_s": 2 * ATTRIBUTION_S})):
+        publish(kafka, [*responses, *acts, *watermark_pushers(T0 + 10 * WINDOW_S)])
+        reports = read_until(
+            kafka, kafka.topic(KPI_METRICS), KpiReport,
+            lambda r: sum(x.responses for x in r) >= len(responses),
+        )
+    monitor: dict[str, list[float]] = {}
+    for report in reports:
+        assert report.experiment == "exp1" and report.arm is not None
+        got = monitor.setdefault(report.arm, [0, 0, 0, 0, 0.0])
+        got[0] += report.responses
+        got[1] += report.hits
+        got[2] += report.strict_hits
+        got[3] += report.clicks
+        got[4] += report.ndcg_at_10 * report.responses
+    assert {arm: v[:4] for arm, v in monitor.items()} == {
+        arm: v[:4] for arm, v in recount(responses, acts, k=3).items()}
+    for arm, v in recount(responses, acts, k=3).items():
+        assert monitor[arm][4] == pytest.approx(v[4])
+
+
+def recount(
+    responses: list[RecommendationResponse], events: list[InteractionEvent], k: int
+) -> dict[str, list[float]]:
+    """Per arm: responses, window hits, strict hits, clicks and the NDCG@10 sum, counted
+    straight from the records (docs/architecture.md, "What a hit is")."""
+    choices = [e for e in events if e.event_type != EventType.VIEW]
+    out: dict[str, list[float]] = {}
+    for r in responses:
+        assert r.arm is not None
+        shown = [i.item_id for i in r.items]
+        inside = sorted(
+            (e for e in choices
+             if e.user_id == r.user_id
+             and r.served_at <= e.timestamp <= r.served_at + ATTRIBUTION_S),
+            key=lambda e: e.timestamp,
+        )
+        credited = [
+            e for e in inside
+            if e.item_id in shown[:k]
+            and (e.context is None or e.context.request_id in (None, r.request_id))
+        ]
+        row = out.setdefault(r.arm, [0, 0, 0, 0, 0.0])
+        row[0] += 1
+        row[1] += bool(credited)
+        if inside and inside[0].item_id in shown[:k]:
+            row[2] += 1
+        row[3] += any(e.event_type == EventType.CLICK for e in credited)
+        if inside and inside[0].item_id in shown[:10]:
+            row[4] += 1 / math.log2(shown.index(inside[0].item_id) + 2)
+    return out
