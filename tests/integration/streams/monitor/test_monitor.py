@@ -34,7 +34,7 @@ from schemas.topics import (
     REC_RESPONSES,
 )
 from schemas.wire import decode
-from streams.kafka.admin import end_offsets
+from streams.kafka.admin import delete_topics, end_offsets
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import MONITOR
 from streams.kafka.producer import EventProducer
@@ -93,6 +93,14 @@ def watermark_pushers(at: float) -> list[Record]:
         *(interaction(i, u, "zz", EventType.VIEW, at) for i, u in enumerate(users)),
         *(served_features(f"p{at}-{u}", u, at, shown=()) for u in users),
     ]
+
+
+@pytest.fixture(autouse=True)
+def _topics_removed(kafka: KafkaConnection) -> Iterator[None]:
+    """The catalog's topics under this test's prefix, the monitor's state changelog included,
+    go with the test."""
+    yield
+    delete_topics(kafka)
 
 
 @pytest.fixture
