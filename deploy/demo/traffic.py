@@ -27,7 +27,6 @@ from schemas.topics import INTERACTIONS, REC_REQUESTS
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 
-
 _K = 10
 
 
