@@ -38,6 +38,7 @@ from streams.monitor.windows import Counts
 logger = logging.getLogger(__name__)
 
 _RESPONSE, _FEATURES, _ACT = "r", "f", "i"
+_SEGMENT_BYTES = 512 * 1024
 
 
 class Rows(Protocol):
@@ -59,7 +60,7 @@ class MonitorState:
         self.rows = rows
         self._worker = uuid.uuid4().hex[:8]
         self._written = 0
-        self._batch: dict[int, list[tuple[str, bytes]]] = {}
+        self._batch: dict[int, list[tuple[RowId, bytes]]] = {}
         self._segment_of: dict[RowId, bytes] = {}
         self._live: dict[bytes, int] = {}
         self._clock_rows: dict[int, bytes] = {}
@@ -74,11 +75,7 @@ class MonitorState:
         self._keep(partition, (_ACT, event_id), raw)
 
     def _keep(self, partition: int, row: RowId, raw: bytes) -> None:
-        self._batch.setdefault(partition, []).append((row[0], raw))
-        self._segment_of[row] = self._segment_key(partition)
-
-    def _segment_key(self, partition: int) -> bytes:
-        return f"s{partition}:{self._worker}:{self._written}".encode()
+        self._batch.setdefault(partition, []).append((row, raw))
 
     def advanced(
         self, pipeline: MonitorPipeline, published: Published, partitions: Iterable[int],
@@ -86,12 +83,8 @@ class MonitorState:
     ) -> None:
         """Persist one batch: its segments, what closed, and each partition's clock."""
         for partition, kept in self._batch.items():
-            key = self._segment_key(partition)
-            self.rows.put(partition, key, msgpack.packb(kept))
-            self._live[key] = len(kept)
-        if self._batch:
-            self._batch = {}
-            self._written += 1
+            self._write_segments(partition, kept)
+        self._batch = {}
         for answer in published.closed:
             for kind in (_RESPONSE, _FEATURES):
                 self._release(answer.partition, (kind, answer.request_id))
@@ -99,6 +92,28 @@ class MonitorState:
             self._release(acted.partition, (_ACT, acted.event_id))
         pipeline.join.forgotten.clear()
         self._write_clocks(pipeline, partitions, wall)
+
+    def _write_segments(self, partition: int, kept: list[tuple[RowId, bytes]]) -> None:
+        """One segment per `_SEGMENT_BYTES` of records (a record is at most the wire cap, so a
+        segment stays below the broker's message limit)."""
+        chunk: list[tuple[RowId, bytes]] = []
+        size = 0
+        for row, raw in kept:
+            if chunk and size + len(raw) > _SEGMENT_BYTES:
+                self._write_segment(partition, chunk)
+                chunk, size = [], 0
+            chunk.append((row, raw))
+            size += len(raw)
+        if chunk:
+            self._write_segment(partition, chunk)
+
+    def _write_segment(self, partition: int, chunk: list[tuple[RowId, bytes]]) -> None:
+        key = f"s{partition}:{self._worker}:{self._written}".encode()
+        self._written += 1
+        self.rows.put(partition, key, msgpack.packb([(row[0], raw) for row, raw in chunk]))
+        self._live[key] = len(chunk)
+        for row, _ in chunk:
+            self._segment_of[row] = key
 
     def _release(self, partition: int, row: RowId) -> None:
         segment = self._segment_of.pop(row, None)

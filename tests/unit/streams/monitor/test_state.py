@@ -103,3 +103,16 @@ def test_segments_leave_the_table_once_all_they_kept_has_closed() -> None:
     segments = [k for k in table.data if k.startswith(b"s")]
     # Only the last batch's segment (its pushers, still within their window) remains.
     assert len(segments) == 1
+
+
+def test_a_large_batch_is_split_into_segments_below_the_broker_message_limit() -> None:
+    table = Table()
+    pipeline, state = fresh(), MonitorState(table)
+    items = tuple(f"{'x' * 120}{i}" for i in range(500))
+    big = [response(f"r{n}", user=f"u{n}", items=items, served_at=T0)
+           for n in range(12)]  # ~80 KB each
+    step(pipeline, state, big)
+    sizes = [len(value) for key, (_, value) in table.data.items() if key.startswith(b"s")]
+    assert len(sizes) >= 2 and max(sizes) < 1_000_000
+    restored = fresh()
+    assert MonitorState(table).restore(restored, WALL) == 12
