@@ -109,8 +109,9 @@ def test_a_large_batch_is_split_into_segments_below_the_broker_message_limit() -
     table = Table()
     pipeline, state = fresh(), MonitorState(table)
     items = tuple(f"{'x' * 120}{i}" for i in range(500))
-    big: list[RecommendationResponse | InteractionEvent] = [response(f"r{n}", user=f"u{n}", items=items, served_at=T0)
-           for n in range(12)]  # ~80 KB each
+    big: list[RecommendationResponse | InteractionEvent] = [
+        response(f"r{n}", user=f"u{n}", items=items, served_at=T0) for n in range(12)
+    ]  # ~80 KB each
     step(pipeline, state, big)
     sizes = [len(value) for key, (_, value) in table.data.items() if key.startswith(b"s")]
     assert len(sizes) >= 2 and max(sizes) < 1_000_000
