@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report import write_result
+
 log = logging.getLogger(__name__)
 DEFAULT_JSON = Path("bench/results/train_ml100k.json")
 TARGET_SHARE = 0.98
@@ -221,8 +223,7 @@ def main() -> None:
     started = time.perf_counter()
     result = run()
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    DEFAULT_JSON.parent.mkdir(parents=True, exist_ok=True)
-    DEFAULT_JSON.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(DEFAULT_JSON, result)
     print_table(result)
 
 

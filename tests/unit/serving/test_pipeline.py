@@ -1,11 +1,16 @@
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from models.item_content import ItemContent
+from serving.experiment import Experiment, ExperimentArm
+from serving.feature_log import PublishedRanker
+from serving.features import ServingConfig
 from serving.model_bundle import FloatArray, IntArray
-from serving.ordering import BusinessRules
-from serving.registry import Routing
-from serving.scorer import Scorer
+from serving.pipeline import Scorer
+from serving.registry import Deployment, Routing
+from serving.rules import BusinessRules
 from tests.unit.serving.fakes import (
     ExactIndex,
     FakeReader,
@@ -180,9 +185,8 @@ class _Offering:
     def content(self, known: Mapping[str, int], indices: IntArray) -> ItemContent:
         return ItemContent.empty(len(indices))
 
-    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int,
-                  allowed: Callable[[str], bool]) -> list[str]:
-        return [i for i in self.offered if allowed(i)][:n]
+    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int) -> list[str]:
+        return self.offered[:n]
 
 
 def test_a_model_answer_gives_its_last_places_to_new_items_and_keeps_the_rest() -> None:
@@ -207,3 +211,97 @@ def test_cold_start_answers_get_no_new_items() -> None:
     answer = new.score_batch([request("stranger", k=3)])[0].response
     assert answer.strategy == "popularity"
     assert [i.item_id for i in answer.items] == ["i1", "i2", "i3"]
+
+
+class _ReverseRanker:
+    """Prefers what retrieval likes least."""
+
+    def score(self, vectors: np.ndarray) -> np.ndarray:
+        return (-vectors[:, 0]).astype(np.float32)
+
+
+def arms(*specs: tuple[str, str, float, str | None]) -> Experiment:
+    return Experiment(name="exp", arms=tuple(
+        ExperimentArm(name=n, policy=p, weight=w, version=v)
+        for n, p, w, v in specs
+    ))
+
+
+def one_arm(policy: str, version: str | None = None) -> Experiment:
+    return arms((policy, policy, 1.0, version))
+
+
+def arm_scorer(
+    reader: FakeReader, experiment: Experiment, routing: Routing | None = None,
+    pinned: dict[str, Deployment] | None = None,
+) -> Scorer:
+    return Scorer(reader, lambda: routing or Routing(deployment("2.3")), BusinessRules(),
+                  candidates=20, logged_candidates=8,
+                  ranker=lambda: PublishedRanker("r-1", _ReverseRanker()),
+                  experiment=experiment, pinned=lambda: pinned or {})
+
+
+def test_every_answer_names_the_experiment_and_the_users_arm() -> None:
+    experiment = arms(("m", "model", 1.0, None), ("p", "popularity", 1.0, None))
+    reader = FakeReader({f"u{n}": context(f"u{n}", ["i1"]) for n in range(40)}, POPULAR)
+    answers = arm_scorer(reader, experiment).score_batch([request(f"u{n}") for n in range(40)])
+    for answer in answers:
+        response = answer.response
+        assert response.experiment == "exp"
+        assert response.arm == experiment.assign(response.user_id).name
+        assert response.strategy == {"m": "model", "p": "popularity"}[response.arm]
+    assert {a.response.arm for a in answers} == {"m", "p"}
+
+
+def test_the_popularity_arm_answers_known_users_from_popularity() -> None:
+    reader = FakeReader({"u": context("u", ["i3"])}, POPULAR)
+    answer = arm_scorer(reader, one_arm("popularity")).score_batch([request("u", k=3)])[0]
+    assert answer.response.strategy == "popularity" and answer.response.model_version is None
+    assert [i.item_id for i in answer.response.items] == ["i1", "i2", "i4"]  # i3 seen
+    assert answer.features is None
+
+
+def test_the_model_arm_keeps_retrieval_order_while_the_ranker_arm_reorders() -> None:
+    reader = FakeReader({"u": context("u", ["i3", "i9"])}, POPULAR)
+    model = arm_scorer(reader, one_arm("model")).score_batch([request("u", k=4)])[0]
+    ranker = arm_scorer(reader, one_arm("ranker")).score_batch([request("u", k=4)])[0]
+    assert model.response.strategy == "model" and ranker.response.strategy == "ranker"
+    assert model.features is not None and ranker.features is not None
+    logged = ranker.features.candidates  # the 8 the ranker re-scored, in retrieval order
+    assert [i.item_id for i in model.response.items] == logged[:4]
+    assert [i.item_id for i in ranker.response.items] == logged[::-1][:4]
+
+
+def test_the_frozen_arm_serves_its_pinned_version_whatever_serves_live() -> None:
+    reader = FakeReader({"u": context("u", ["i3"])}, POPULAR)
+    pinned = deployment("1.0", make_bundle("1.0", seed=7))
+    frozen = arm_scorer(reader, one_arm("frozen", "1.0"), pinned={"1.0": pinned})
+    answer = frozen.score_batch([request("u", k=5)])[0].response
+    alone = Scorer(reader, lambda: Routing(pinned), BusinessRules(), candidates=20)
+    assert answer.model_version == "1.0" and answer.strategy == "model"
+    assert answer.arm == "frozen"
+    assert answer.items == alone.score_batch([request("u", k=5)])[0].response.items
+
+
+def test_a_frozen_arm_whose_version_is_not_loaded_answers_from_popularity_in_its_arm() -> None:
+    reader = FakeReader({"u": context("u", ["i3"])}, POPULAR)
+    answer = arm_scorer(reader, one_arm("frozen", "1.0")).score_batch([request("u")])[0]
+    assert answer.response.strategy == "popularity" and answer.response.arm == "frozen"
+
+
+def test_an_unknown_user_of_a_learned_arm_gets_popularity_and_stays_in_the_arm() -> None:
+    answer = arm_scorer(FakeReader({}, POPULAR), one_arm("ranker")).score_batch(
+        [request("stranger", k=3)]
+    )[0]
+    assert answer.response.strategy == "popularity" and answer.response.arm == "ranker"
+    assert answer.outcome == "cold_start"
+
+
+def test_an_experiment_document_in_redis_replaces_the_configured_one() -> None:
+    reader = FakeReader({"u": context("u", ["i3"])}, POPULAR)
+    scorer = arm_scorer(reader, one_arm("model"))
+    stored = arms(("only", "popularity", 1.0, None))
+    reader.config = ServingConfig(frozenset(), None, stored)
+    answer = scorer.score_batch([request("u")])[0].response
+    assert (answer.arm, answer.strategy) == ("only", "popularity")
+    assert scorer.arm("anyone")[1].name == "only"

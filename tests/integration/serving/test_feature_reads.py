@@ -1,4 +1,5 @@
-"""The scorer's lean Redis round trip against the real Redis, with the scorer's ACL user."""
+"""The scorer's feature reads (its lean round trip) against the real Redis, with the scorer's ACL
+user."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 import redis
 
 from schemas.recommendations import RecommendationRequest
+from serving.feature_reads import FeatureReads
 from serving.features import RedisFeatureReader
-from serving.read_pipeline import ReadPipeline
 from streams.features.keys import FeatureKeys, popularity_shard
 from streams.redis.connection import RedisConnection, SyncClient
 
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 def pipeline(
     connection: RedisConnection, spin_s: float = 150e-6, password: str | None = None
-) -> ReadPipeline:
-    return ReadPipeline(
-        connection.host, connection.port, connection.username,
+) -> FeatureReads:
+    return FeatureReads(
+        (connection.host, connection.port), connection.username,
         password or connection.resolved_password(), timeout_s=5.0, spin_s=spin_s,
     )
 
