@@ -32,15 +32,15 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from schemas.events import EventType, InteractionEvent
+from schemas.events import EventType
 from schemas.hits import Act, HitOutcome, is_act, judge
 from schemas.ranker_examples import RankerExample, ServedFeatures
-from schemas.recommendations import RecommendationResponse
+from streams.monitor.inputs import Interaction, Response
 
 GRADES = {EventType.CLICK: 1, EventType.ADD_TO_CART: 2, EventType.PURCHASE: 3}
 
 
-def version_label(response: RecommendationResponse) -> str:
+def version_label(response: Response) -> str:
     """The model version a KPI is charged to; unversioned fallbacks get their strategy's name."""
     return response.model_version or f"unversioned-{response.strategy}"
 
@@ -70,7 +70,7 @@ class Answer:
     expires_at: float
     partition: int = 0
     """The input partition of the user's records (the three topics are co-partitioned)."""
-    response: RecommendationResponse | None = None
+    response: Response | None = None
     features: ServedFeatures | None = None
 
     def shows(self, item_id: str) -> bool:
@@ -136,7 +136,7 @@ class AnswerJoin:
         # Every answer waits exactly window_s, so the next to expire is the oldest served.
         return self._expiry[0][2].served_at if self._expiry else None
 
-    def add_response(self, response: RecommendationResponse, partition: int = 0) -> bool:
+    def add_response(self, response: Response, partition: int = 0) -> bool:
         """False for answers that cannot be attributed (errors, empty lists) and for
         re-deliveries of a response already open."""
         if response.status != "ok" or not response.items:
@@ -169,7 +169,7 @@ class AnswerJoin:
         return answer
 
     def add_interaction(
-        self, event: InteractionEvent, watermark: float, partition: int = 0
+        self, event: Interaction, watermark: float, partition: int = 0
     ) -> bool:
         """Keep an act for the answers it may count for: open ones, or (ahead of the
         watermark) ones still to arrive. False when it is kept for none (or is no act, or a

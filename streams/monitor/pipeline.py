@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from schemas.alerts import DriftAlert
-from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.ranker_examples import RankerExample, ServedFeatures
-from schemas.recommendations import RecommendationResponse
 from streams.monitor.clock import DEFAULT_SOURCE, EventClock
 from streams.monitor.drift.config import KpiMetric
 from streams.monitor.drift.detectors import KpiDropDetector
 from streams.monitor.drift.freshness import HysteresisGuard, SampleQuantile
 from streams.monitor.drift.policy import AlertPolicy, FreshnessKind
 from streams.monitor.drift.profiles import FeatureProfile, psi_by_feature
+from streams.monitor.inputs import Interaction, Response
 from streams.monitor.join import Answer, AnswerJoin, ResponseOutcome
 from streams.monitor.settings import MonitorSettings
 from streams.monitor.windows import KpiWindows
@@ -86,7 +85,7 @@ class MonitorPipeline:
         self._pending_psi: dict[str, float] = {}
 
     def on_response(
-        self, response: RecommendationResponse, wall: float, source: str = DEFAULT_SOURCE,
+        self, response: Response, wall: float, source: str = DEFAULT_SOURCE,
         partition: int = 0,
     ) -> RecordOutcome:
         self.clock.observe(response.served_at, wall, source)
@@ -110,7 +109,7 @@ class MonitorPipeline:
         return served_at + self._settings.attribution_window_s < self.clock.watermark(wall)
 
     def on_interaction(
-        self, event: InteractionEvent, wall: float, source: str = DEFAULT_SOURCE,
+        self, event: Interaction, wall: float, source: str = DEFAULT_SOURCE,
         partition: int = 0,
     ) -> RecordOutcome:
         self.clock.observe(event.timestamp, wall, source)
@@ -166,7 +165,7 @@ class MonitorPipeline:
             limit = freshness.guard.high if transition == "raised" else freshness.guard.low
             self._emit(self.policy.on_freshness(freshness.kind, transition, p95, limit, at))
 
-    def _profile(self, event: InteractionEvent) -> None:
+    def _profile(self, event: Interaction) -> None:
         self._sample.add(event)
         if self._sample.events < self._settings.drift.psi_sample_events:
             return

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from schemas.events import InteractionEvent
 from streams.monitor.drift.psi import population_stability_index
+from streams.monitor.inputs import Interaction
 
 PRICE_EDGES: tuple[float, ...] = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
 """Upper bounds of the price buckets; roughly logarithmic, like prices are."""
@@ -32,7 +32,7 @@ def price_bucket(price: float | None) -> str:
     return f"p{index}"
 
 
-def interaction_features(event: InteractionEvent) -> dict[str, str]:
+def interaction_features(event: Interaction) -> dict[str, str]:
     context = event.context
     return {
         "event_type": event.event_type.value,
@@ -50,13 +50,13 @@ class FeatureProfile:
         self.events = 0
 
     @classmethod
-    def of(cls, events: Iterable[InteractionEvent]) -> FeatureProfile:
+    def of(cls, events: Iterable[Interaction]) -> FeatureProfile:
         profile = cls()
         for event in events:
             profile.add(event)
         return profile
 
-    def add(self, event: InteractionEvent) -> None:
+    def add(self, event: Interaction) -> None:
         for name, label in interaction_features(event).items():
             self.counts[name][label] += 1
         self.events += 1
