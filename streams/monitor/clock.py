@@ -23,24 +23,47 @@ class _Source:
 
 
 class EventClock:
+    """The candidate (the event time the watermark trails by the allowed lateness) depends on
+    the wall clock only through which sources count as active; the monitor reads it once per
+    record at one wall time per batch, so it is kept for that wall time and recomputed only
+    when a record may have changed it (a new source, a source becoming active, or the slowest
+    active one moving on)."""
+
     def __init__(self, allowed_lateness_s: float, idle_advance_s: float) -> None:
         self._lateness = allowed_lateness_s
         self._idle_after = idle_advance_s
         self._sources: dict[str, _Source] = {}
         self._watermark = -math.inf
+        self._kept: tuple[float, float] | None = None
+        """(wall, candidate from the sources active at that wall time), when known."""
 
     def register(self, source: str, wall: float) -> None:
         """A source now read here (an assigned partition): until it delivers a record or falls
         idle, it holds the watermark back, so its first records cannot arrive late."""
-        self._sources.setdefault(source, _Source(-math.inf, wall))
+        if source not in self._sources:
+            self._sources[source] = _Source(-math.inf, wall)
+            self._kept = None
 
     def observe(self, event_time: float, wall: float, source: str = DEFAULT_SOURCE) -> None:
         known = self._sources.get(source)
         if known is None:
             self._sources[source] = _Source(event_time, wall)
-        else:
-            known.newest = max(known.newest, event_time)
-            known.last_arrival_wall = wall
+            self._kept = None
+            return
+        was_active = wall - known.last_arrival_wall <= self._idle_after
+        before = known.newest
+        if event_time > before:
+            known.newest = event_time
+        known.last_arrival_wall = wall
+        kept = self._kept
+        if kept is None:
+            return
+        if kept[0] != wall:
+            self._kept = None
+        elif not was_active:
+            self._kept = (wall, min(kept[1], known.newest))  # one more active source
+        elif known.newest != before and before <= kept[1]:
+            self._kept = None  # the slowest active source moved on
 
     def restore(self, watermark: float) -> None:
         """After a restart: the watermark the previous owner of these sources had reached."""
@@ -58,10 +81,15 @@ class EventClock:
     def forget(self, source: str) -> None:
         """A source no longer read here (a revoked partition) stops holding the watermark."""
         self._sources.pop(source, None)
+        self._kept = None
 
     def watermark(self, wall: float) -> float:
         """Event time before which no more records are expected; never moves backwards."""
-        candidate = self._candidate(wall) if self._sources else -math.inf
+        kept = self._kept
+        if kept is not None and kept[0] == wall:
+            candidate = kept[1]
+        else:
+            candidate = self._candidate(wall) if self._sources else -math.inf
         if math.isfinite(candidate):
             self._watermark = max(self._watermark, candidate - self._lateness)
         return self._watermark
@@ -70,7 +98,9 @@ class EventClock:
         sources = self._sources.values()
         active = [s.newest for s in sources if wall - s.last_arrival_wall <= self._idle_after]
         if active:
-            return min(active)
+            candidate = min(active)
+            self._kept = (wall, candidate)
+            return candidate
         newest = max(s.newest for s in sources)
         if not math.isfinite(newest):
             return newest
