@@ -10,21 +10,22 @@ What the platform fixes here, the same as for `ContractLoop`:
   contract is dead-lettered (`DeadLetterWriter` on this app's producer) or, for a secondary
   reader, counted as filtered; `LoopCounters` keeps consumed == handled + dead_lettered +
   filtered;
-- offsets: `batches` hands the service `take_events` batches and acks a batch's records only
-  after the service's handler returned. faust commits acked offsets every
-  `broker_commit_interval`, after flushing its producer: outputs, dead letters and table
-  changelog writes are acknowledged by the broker before the offsets that caused them;
+- batches: `consume_batches` subscribes the app to the service's topics (faust owns the group,
+  its co-partitioned assignment, offsets, the tables and their recovery) and hands the service
+  each fetch of them whole, as `Arrival`s, to one coroutine: no faust Stream, Event or per-record
+  task between the fetch and the service, whose cost per record is then its own loop's. A batch's
+  offsets are acked (committable) only after the handler returned; faust commits acked offsets
+  every `broker_commit_interval`, after flushing its producer: outputs, dead letters and table
+  changelog writes are acknowledged by the broker before the offsets that caused them. Other
+  topics (a table's changelog while it recovers) take faust's own per-record path;
 - state: `StateTable` is a faust table (in memory, recovered from its changelog on assignment)
   written with an explicit partition, the partition of the input record it came from, so a
   partition's state follows the partition through a rebalance;
 - shutdown: `run_until` starts the app on its own event loop and stops it (commit, leave the
-  group) when the service's stop event is set; a handler error is logged and its batch
-  skipped (counted by the service), so no consumer raises out of its loop.
-
-The consumer's fetch loop is faust's own except for one thing: faust hands each fetched record
-to its streams through `wait_first(callback, suspend_flow)`, two tasks per record; `_Consumer`
-awaits the callback directly while the flow is not suspended (the same order, a third of the
-event-loop turns per record), and its statistics skip the per-record bookkeeping (`_Monitor`).
+  group) when the service's stop event is set. A handler that raises (its records never do: the
+  service skips and counts a record it fails on) is logged, its batch is not acked and its
+  partitions are sought back to it, so it is handled again after a pause: no consumer raises out
+  of its loop, and no record is skipped unhandled.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ import asyncio
 import logging
 import ssl
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, NamedTuple, TypeVar
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types.tuples import ack_lock
 from pydantic import BaseModel
 
 from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
@@ -52,26 +54,188 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
 _YIELD_EVERY = 1_000
+_FETCH_WAIT_S = 1.0
+_RETRY_AFTER_S = 1.0
+
+
+class Arrival(NamedTuple):
+    """One consumed record and where it came from (a tuple: a batch holds thousands)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def position(self) -> SourcePosition:
+        return SourcePosition(self.topic, self.partition, self.offset, self.timestamp_ms)
+
+    def decode(
+        self,
+        model: type[R],
+        counters: LoopCounters,
+        dead_letters: DeadLetterWriter | None,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+        now: float | None = None,
+    ) -> R | None:
+        """The record, or None when it fails its contract: then dead-lettered (stage
+        "validate") or, without a writer, counted as filtered. `now` is the reader's clock
+        (this process's by default)."""
+        try:
+            return decode(model, self.value, max_future_skew_s, now)
+        except ContractError as error:
+            self.reject(error, counters, dead_letters, "validate")
+            return None
+
+    def reject(
+        self,
+        error: BaseException,
+        counters: LoopCounters,
+        dead_letters: DeadLetterWriter | None,
+        stage: Any = "apply",
+    ) -> None:
+        if dead_letters is None:
+            counters.filtered += 1
+            logger.warning(
+                "filtered topic=%s partition=%d offset=%d stage=%s error=%s",
+                self.topic, self.partition, self.offset, stage,
+                error.kind if isinstance(error, ContractError) else type(error).__name__,
+            )
+            return
+        dead_letters.write(self.key, self.value, error, self.position, stage)
+        counters.dead_lettered += 1
+
+
+BatchHandler = Callable[[list[Arrival]], Awaitable[None]]
+
+
+class _BatchRoute(NamedTuple):
+    topics: frozenset[str]
+    handler: BatchHandler
+    idle_s: float
 
 
 class _Consumer(faust_aiokafka.Consumer):
+    """faust's consumer with one fetch loop of its own: records of the app's batch topics go to
+    its batch handler whole; any other record (a changelog's, while a table recovers) goes to
+    faust's conductor one by one, as faust delivers it, except that the callback is awaited
+    directly while the flow is not suspended (faust races it against the suspension in two
+    tasks per record)."""
+
     async def _drain_messages(self, fetcher: Any) -> None:
+        route: _BatchRoute | None = getattr(self.app, "batch_route", None)
+        last_handled = time.monotonic()
+        while not (self._stopped.is_set() or fetcher._stopped.is_set()):
+            generation = self.app.consumer_generation_id
+            records, active = await self._wait_next_records(min(_FETCH_WAIT_S, _idle(route)))
+            if self.should_stop:
+                return
+            if records and not self.flow_active:
+                await self.perform_seek()  # dropped: read again from the committed offsets
+                continue
+            batch: list[Arrival] = []
+            taken: dict[Any, list[int]] = {}
+            for tp, fetched in (records or {}).items():
+                if self.app.consumer_generation_id != generation:
+                    break  # a rebalance began: the new assignment reads these again
+                if active is not None and tp not in active and tp not in self._buffered_partitions:
+                    continue
+                if route is not None and tp.topic in route.topics:
+                    offsets = self._fresh(tp, fetched, batch)
+                    if offsets:
+                        taken[tp] = offsets
+                else:
+                    await self._deliver(tp, fetched)
+            if route is None:
+                await asyncio.sleep(0)
+                continue
+            now = time.monotonic()
+            if batch or (now - last_handled >= route.idle_s and self._handles_idle()):
+                last_handled = now
+                await self._handle(route, batch, taken, generation)
+            await asyncio.sleep(0)
+
+    def _handles_idle(self) -> bool:
+        """Idle ticks advance the service's clock; not while a rebalance or a recovery runs."""
+        return self.flow_active and not self.app.rebalancing and not self.app.in_recovery
+
+    def _fresh(self, tp: Any, fetched: list[Any], batch: list[Arrival]) -> list[int]:
+        """Appends the records not read before to `batch`; returns their offsets."""
+        read = self._read_offset[tp]
+        topic, partition = tp.topic, tp.partition
+        offsets = []
+        for record in fetched:
+            offset = record.offset
+            if read is None or offset >= read:
+                batch.append(Arrival(
+                    topic, partition, offset, record.timestamp, record.key, record.value
+                ))
+                offsets.append(offset)
+        return offsets
+
+    async def _handle(
+        self, route: _BatchRoute, batch: list[Arrival], taken: dict[Any, list[int]],
+        generation: int,
+    ) -> None:
+        try:
+            await route.handler(batch)
+        except Exception:
+            logger.exception("batch handler failed records=%d; handled again after %.1fs",
+                             len(batch), _RETRY_AFTER_S)
+            for tp, offsets in taken.items():
+                await self.seek(tp, offsets[0])
+            await asyncio.sleep(_RETRY_AFTER_S)
+            return
+        if self.app.consumer_generation_id != generation:
+            return  # the partitions moved while it ran: their new owner reads them again
+        monitor = self.app.monitor
+        now = time.monotonic()
+        for tp, offsets in taken.items():
+            await self._ack_batch(tp, offsets)
+            monitor.stream_inbound_time[tp] = now  # faust's livelock check sees progress
+        commit_every = self._commit_every
+        if commit_every is not None and self._n_acked >= commit_every:
+            self._n_acked = 0
+            await self.commit()
+
+    async def _ack_batch(self, tp: Any, offsets: list[int]) -> None:
+        """What faust's `ack` does for each of a partition's handled offsets, at once; a hole in
+        the offsets (compaction, transaction markers) is a gap faust commits across."""
+        read = self._read_offset[tp]
+        previous = read
+        for offset in offsets:
+            if previous is not None and offset - previous > 1:
+                await self._add_gap(tp, previous + 1, offset)
+            previous = offset
+        self._read_offset[tp] = offsets[-1]
+        if not self.app.topics.acks_enabled_for(tp.topic):
+            return
+        with ack_lock:
+            committed = self._committed_offset[tp]
+            index = self._acked_index[tp]
+            fresh = [o for o in offsets if (committed is None or o >= committed) and o not in index]
+            index.update(fresh)
+            self._acked[tp].extend(fresh)
+            self._n_acked += len(fresh)
+
+    async def _deliver(self, tp: Any, fetched: list[Any]) -> None:
         callback = self.callback
         read_offset = self._read_offset
-        while not (self._stopped.is_set() or fetcher._stopped.is_set()):
-            if self.suspend_flow.is_set():
-                await self.can_resume_flow.wait()
-                continue
-            handed = 0
-            async for tp, message in self.getmany(timeout=1.0):
-                last = read_offset[tp]
-                if last is None or message.offset >= last:
-                    await callback(message)
-                    read_offset[tp] = message.offset
-                handed += 1
-                if handed % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-            await asyncio.sleep(0)
+        for n, record in enumerate(fetched, start=1):
+            last = read_offset[tp]
+            if last is None or record.offset >= last:
+                while self.suspend_flow.is_set():
+                    await self.can_resume_flow.wait()
+                await callback(self._to_message(tp, record))
+                read_offset[tp] = record.offset
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+
+
+def _idle(route: _BatchRoute | None) -> float:
+    return _FETCH_WAIT_S if route is None else route.idle_s
 
 
 class _Transport(faust_aiokafka.Transport):
@@ -79,8 +243,9 @@ class _Transport(faust_aiokafka.Transport):
 
 
 class _Monitor(faust.Monitor):
-    """faust's statistics without its per-record bookkeeping (four calls per record); the
-    service counts its records itself (`LoopCounters`, its Prometheus metrics)."""
+    """faust's statistics without its per-record bookkeeping (four calls per record of the
+    per-record path); the service counts its records itself (`LoopCounters`, its Prometheus
+    metrics)."""
 
     def on_message_in(self, tp: Any, offset: int, message: Any) -> None:
         return None
@@ -98,6 +263,8 @@ class _Monitor(faust.Monitor):
 
 
 class _App(faust.App):
+    batch_route: _BatchRoute | None = None
+
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
 
@@ -116,9 +283,11 @@ def _credentials(connection: KafkaConnection) -> Any:
 
 
 def stream_app(
-    connection: KafkaConnection, app_id: str, commit_interval_s: float = 1.0
+    connection: KafkaConnection, app_id: str, commit_interval_s: float = 1.0,
+    max_batch: int = 2_000,
 ) -> faust.App:
-    """A faust app logged in as `connection`'s principal; `app_id` is its consumer group."""
+    """A faust app logged in as `connection`'s principal; `app_id` is its consumer group; one
+    fetch returns at most `max_batch` records."""
     brokers = [f"kafka://{host}" for host in connection.bootstrap_servers.split(",")]
     return _App(
         app_id,
@@ -126,6 +295,7 @@ def stream_app(
         broker_credentials=_credentials(connection),
         broker_client_id=connection.client_id,
         broker_commit_interval=commit_interval_s,
+        broker_max_poll_records=max_batch,
         store="memory://",
         processing_guarantee="at_least_once",
         topic_allow_declare=False,
@@ -177,63 +347,19 @@ class FaustSender:
         target.send_soon(key=raw_key, value=value)
 
 
-@dataclass(frozen=True)
-class Arrival:
-    """One consumed record and where it came from."""
-
-    key: bytes | None
-    value: bytes | None
-    position: SourcePosition
-
-    def decode(
-        self,
-        model: type[R],
-        counters: LoopCounters,
-        dead_letters: DeadLetterWriter | None,
-        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
-    ) -> R | None:
-        """The record, or None when it fails its contract: then dead-lettered (stage
-        "validate") or, without a writer, counted as filtered."""
-        try:
-            return decode(model, self.value, max_future_skew_s)
-        except ContractError as error:
-            self.reject(error, counters, dead_letters, "validate")
-            return None
-
-    def reject(
-        self,
-        error: BaseException,
-        counters: LoopCounters,
-        dead_letters: DeadLetterWriter | None,
-        stage: Any = "apply",
-    ) -> None:
-        if dead_letters is None:
-            counters.filtered += 1
-            logger.warning(
-                "filtered topic=%s partition=%d offset=%d stage=%s error=%s",
-                self.position.topic, self.position.partition, self.position.offset, stage,
-                error.kind if isinstance(error, ContractError) else type(error).__name__,
-            )
-            return
-        dead_letters.write(self.key, self.value, error, self.position, stage)
-        counters.dead_lettered += 1
-
-
-def _arrival(event: Any) -> Arrival:
-    message = event.message
-    position = SourcePosition(
-        message.topic, message.partition, message.offset, int(message.timestamp * 1000)
-    )
-    return Arrival(message.key, message.value, position)
-
-
-async def batches(
-    stream: Any, size: int, within_s: float
-) -> AsyncIterator[list[Arrival]]:
-    """A faust agent's stream as batches; a batch's records are acked (committable) once the
-    consumer of this iterator asks for the next batch."""
-    async for events in stream.take_events(size, within=within_s):
-        yield [_arrival(e) for e in events]
+def consume_batches(
+    app: faust.App, topics: Iterable[str], handler: BatchHandler, idle_s: float
+) -> None:
+    """Subscribes `app` (a `stream_app`) to `topics` and hands their records to `handler`, one
+    fetch (at most the app's `max_batch` records) per call, in each partition's order; with no
+    records for `idle_s`, `handler` gets an empty batch (so a service's clock moves on), though
+    not while a rebalance or a table recovery runs. The handler runs on the app's event loop,
+    one batch at a time."""
+    if not isinstance(app, _App):
+        raise TypeError("consume_batches needs an app made by stream_app")
+    names = tuple(topics)
+    app.topics.add(app.topic(*names, key_serializer="raw", value_serializer="raw"))
+    app.batch_route = _BatchRoute(frozenset(names), handler, idle_s)
 
 
 def consumer_lag(app: faust.App) -> list[tuple[str, int, int]]:

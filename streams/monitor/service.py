@@ -1,18 +1,20 @@
 """`streamrec monitor`: a faust app (streams/kafka/faust_app.py) around `MonitorPipeline`.
 
-One agent reads `rec.responses`, `interactions` and `rec.features` together, in batches. The
-three topics are keyed by user_id with equal partition counts, and faust's assignor gives one
-worker partition i of each, so a user's records meet in one worker (their producers must share
-a partitioner: librdkafka's default differs from the Java client's murmur2; set
-`partitioner=murmur2_random` everywhere or run one worker). No repartition topic is needed.
+One batch handler (`consume_batches`) reads `rec.responses`, `interactions` and `rec.features`
+together, a fetch at a time. The three topics are keyed by user_id with equal partition counts,
+and faust's assignor gives one worker partition i of each, so a user's records meet in one
+worker (their producers must share a partitioner: librdkafka's default differs from the Java
+client's murmur2; set `partitioner=murmur2_random` everywhere or run one worker). No
+repartition topic is needed.
 
-Per batch: decode and fold records into the join, writing each kept record to the state table
+Per batch: decode (through the contracts' msgspec mirrors, the contract deciding whatever a
+mirror hands back) and fold records into the join, writing each kept record to the state table
 (streams.monitor.state); advance the watermark, publish KPI reports, alerts and ranker
 examples, persist what closed and the clock; then the batch is acked. faust flushes its
 producer (outputs, dead letters, changelog) before it commits acked offsets, so a crash
 re-delivers only records whose effects may be lost; the restored state makes their replay
-harmless (records of closed answers are late, open ones are joined once). A timer advances the
-watermark when no records arrive, so the last windows close when traffic stops.
+harmless (records of closed answers are late, open ones are joined once). An empty batch
+advances the watermark when no records arrive, so the last windows close when traffic stops.
 
 Invalid records are counted and skipped, never retried forever: the stream workers dead-letter
 invalid interactions and the scorer validates what it publishes (the catalog has no
@@ -26,13 +28,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import faust
 
 from schemas.events import InteractionEvent
+from schemas.interaction_decoder import decode_interaction
 from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationResponse
+from schemas.response_decoder import decode_response
 from schemas.topics import (
     ALERTS_DRIFT,
     INTERACTIONS,
@@ -48,12 +51,13 @@ from streams.kafka.faust_app import (
     Arrival,
     FaustSender,
     StateTable,
-    batches,
+    consume_batches,
     consumer_lag,
     run_until,
     stream_app,
 )
 from streams.monitor.drift.profiles import FeatureProfile
+from streams.monitor.inputs import Interaction, Response
 from streams.monitor.metrics import MonitorMetrics
 from streams.monitor.pipeline import MonitorPipeline, Published, RecordOutcome
 from streams.monitor.settings import MonitorSettings
@@ -90,9 +94,16 @@ class MonitorService:
         self.dead_letters = DeadLetterWriter(self.sender, "monitor")
         self.counters = LoopCounters()
         self.state: MonitorState | None = None
+        self._readers = {
+            self._responses_topic: self._fold_response,
+            self._features_topic: self._fold_features,
+            self._interactions_topic: self._fold_interaction,
+        }
         self._sources: dict[int, list[str]] = {}
         self._evicted_exported = 0
         self._last_lag_export = 0.0
+        self._now = time.time()
+        self._latest = self._now + settings.max_future_skew_s
 
     def run(self, stop: threading.Event) -> None:
         logger.info(
@@ -104,32 +115,19 @@ class MonitorService:
 
     def _app(self) -> faust.App:
         s = self.settings
-        app = stream_app(s.kafka, s.group_id, s.commit_interval_s)
+        app = stream_app(s.kafka, s.group_id, s.commit_interval_s, s.batch_size)
         self.sender.bind(app)
         table = StateTable(app, s.kafka, MONITOR_STATE)
         self.state = MonitorState(table)
-        topics = app.topic(
-            self._responses_topic, self._interactions_topic, self._features_topic,
-            key_serializer="raw", value_serializer="raw",
-        )
-
-        async def join(stream: Any) -> None:
-            async for batch in batches(stream, s.batch_size, s.poll_timeout_s):
-                await self.step(batch)
-
-        async def idle() -> None:
-            await self.step([])
-
-        app.agent(topics, name="monitor-join")(join)
-        app.timer(s.poll_timeout_s)(idle)
+        topics = (self._responses_topic, self._interactions_topic, self._features_topic)
+        consume_batches(app, topics, self.step, s.poll_timeout_s)
         table.on_recovered(self._on_recovered)
         return app
 
     async def step(self, batch: list[Arrival]) -> None:
         """One fold-advance-publish cycle; never raises for what a record holds."""
         wall = self._clock()
-        for arrival in batch:
-            self._fold(arrival, wall)
+        self.fold(batch, wall)
         published = self.pipeline.advance(wall)
         if self.state is not None:
             self.state.advanced(self.pipeline, published, self._sources, wall)
@@ -137,42 +135,56 @@ class MonitorService:
         self._export_state(wall)
         self._export_lag(wall)
 
-    def _fold(self, arrival: Arrival, wall: float) -> None:
-        position = arrival.position
-        topic, partition = position.topic, position.partition
-        source = f"{topic}:{partition}"
-        self.counters.consumed += 1
-        outcome: RecordOutcome | str
-        try:
-            if topic == self._responses_topic:
-                outcome = self._fold_response(arrival, wall, source)
-            elif topic == self._features_topic:
-                outcome = self._fold_features(arrival, wall, source)
+    def fold(self, batch: list[Arrival], wall: float) -> None:
+        """Folds a batch's records into the join, each by its topic's reader; a record the
+        pipeline fails on is skipped and counted. Outcomes reach the metrics once per batch."""
+        outcomes: dict[tuple[str, str], int] = {}
+        counters = self.counters
+        self._now = time.time()  # the reader's clock for the future-skew rule, once per batch
+        self._latest = self._now + self.settings.max_future_skew_s
+        topic, partition = "", -1
+        read = self._fold_interaction
+        source = ""
+        for arrival in batch:
+            if arrival.partition != partition or arrival.topic != topic:
+                topic, partition = arrival.topic, arrival.partition
+                read = self._readers.get(topic, self._fold_interaction)
+                source = f"{topic}:{partition}"
+            counters.consumed += 1
+            outcome: RecordOutcome | str
+            try:
+                outcome = read(arrival, wall, source)
+            except Exception as error:
+                # A record that passes its contract yet breaks the pipeline would otherwise
+                # stop the monitor at every restart on the same record: skipped and counted.
+                logger.exception(
+                    "record failed and skipped topic=%s partition=%d offset=%d",
+                    topic, partition, arrival.offset,
+                )
+                arrival.reject(error, counters, self._dead_letters_for(topic))
+                outcome = "invalid"
             else:
-                outcome = self._fold_interaction(arrival, wall, source)
-        except Exception as error:
-            # A record that passes its contract yet breaks the pipeline would otherwise stop
-            # the monitor at every restart on the same record: it is skipped and counted.
-            logger.exception(
-                "record failed and skipped topic=%s partition=%d offset=%d",
-                topic, partition, position.offset,
-            )
-            arrival.reject(error, self.counters, self._dead_letters_for(topic))
-            outcome = "invalid"
-        else:
-            if outcome != "invalid":
-                self.counters.handled += 1
-        self.metrics.records.labels(topic, outcome).inc()
+                if outcome != "invalid":
+                    counters.handled += 1
+            outcomes[topic, outcome] = outcomes.get((topic, outcome), 0) + 1
+        for (name, outcome), n in outcomes.items():
+            self.metrics.records.labels(name, outcome).inc(n)
 
     def _dead_letters_for(self, topic: str) -> DeadLetterWriter | None:
         return self.dead_letters if topic == self._features_topic else None
 
     def _fold_response(self, arrival: Arrival, wall: float, source: str) -> RecordOutcome | str:
-        skew = self.settings.max_future_skew_s
-        response = arrival.decode(RecommendationResponse, self.counters, None, skew)
+        # The contract's msgspec mirror reads nearly every record; the contract itself decides
+        # (and explains) whatever the mirror does not vouch for.
+        response: Response | None = decode_response(arrival.value, self._latest)
         if response is None:
-            return "invalid"
-        p = arrival.position.partition
+            response = arrival.decode(
+                RecommendationResponse, self.counters, None, self.settings.max_future_skew_s,
+                self._now,
+            )
+            if response is None:
+                return "invalid"
+        p = arrival.partition
         outcome = self.pipeline.on_response(response, wall, source, p)
         if outcome == "applied" and self.state is not None and arrival.value is not None:
             self.state.response(p, response.request_id, arrival.value)
@@ -181,7 +193,7 @@ class MonitorService:
     def _fold_features(self, arrival: Arrival, wall: float, source: str) -> RecordOutcome | str:
         """A logged answer into the join, or to `rec.features.dlq` when it is unusable."""
         skew = self.settings.max_future_skew_s
-        record = arrival.decode(ServedFeatures, self.counters, self.dead_letters, skew)
+        record = arrival.decode(ServedFeatures, self.counters, self.dead_letters, skew, self._now)
         if record is None:
             return "invalid"
         try:
@@ -189,7 +201,7 @@ class MonitorService:
         except ValueError as error:
             arrival.reject(error, self.counters, self.dead_letters, "validate")
             return "invalid"
-        p = arrival.position.partition
+        p = arrival.partition
         outcome = self.pipeline.on_features(record, wall, source, p)
         if outcome == "applied" and self.state is not None and arrival.value is not None:
             self.state.features(p, record.request_id, arrival.value)
@@ -198,11 +210,14 @@ class MonitorService:
     def _fold_interaction(
         self, arrival: Arrival, wall: float, source: str
     ) -> RecordOutcome | str:
-        skew = self.settings.max_future_skew_s
-        event = arrival.decode(InteractionEvent, self.counters, None, skew)
+        event: Interaction | None = decode_interaction(arrival.value, self._latest)
         if event is None:
-            return "invalid"
-        p = arrival.position.partition
+            event = arrival.decode(
+                InteractionEvent, self.counters, None, self.settings.max_future_skew_s, self._now
+            )
+            if event is None:
+                return "invalid"
+        p = arrival.partition
         outcome = self.pipeline.on_interaction(event, wall, source, p)
         if outcome == "applied" and self.state is not None and arrival.value is not None:
             self.state.act(p, event.event_id, arrival.value)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, SecretStr
 
 from schemas import encode
 from streams.kafka.connection import KafkaConnection
-from streams.kafka.deadletter import DeadLetterWriter, RecordSender, SourcePosition
+from streams.kafka.deadletter import DeadLetterWriter, RecordSender
 from streams.kafka.faust_app import Arrival
 from streams.monitor.service import MonitorService
 from streams.monitor.settings import MonitorSettings
@@ -32,7 +32,7 @@ def service() -> MonitorService:
 
 
 def arrival(topic: str, offset: int, value: bytes | None, key: bytes | None = None) -> Arrival:
-    return Arrival(key, value, SourcePosition(topic, 0, offset, 0))
+    return Arrival(topic, 0, offset, 0, key, value)
 
 
 def _invalid(service: MonitorService, topic: str) -> float:
@@ -45,8 +45,7 @@ def _invalid(service: MonitorService, topic: str) -> float:
 @pytest.mark.parametrize("topic", ["interactions", "rec.responses"])
 def test_every_hostile_record_is_skipped_and_counted(service: MonitorService, topic: str) -> None:
     hostile = corpus("interactions")
-    for n, record in enumerate(hostile):
-        service._fold(arrival(topic, n, record.value, record.key), WALL)
+    service.fold([arrival(topic, n, r.value, r.key) for n, r in enumerate(hostile)], WALL)
     assert _invalid(service, topic) == len(hostile)
     c = service.counters  # conservation: nothing read is unaccounted for
     assert c.consumed == len(hostile) == c.handled + c.dead_lettered + c.filtered
@@ -59,7 +58,7 @@ def test_a_valid_record_the_pipeline_fails_on_is_skipped_and_counted(
         raise ZeroDivisionError("a bug this record finds")
 
     monkeypatch.setattr(service.pipeline, "on_response", broken)
-    service._fold(arrival("rec.responses", 0, encode(response("r1"))), WALL)
+    service.fold([arrival("rec.responses", 0, encode(response("r1")))], WALL)
     assert _invalid(service, "rec.responses") == 1
     assert service.counters.filtered == 1
 
@@ -80,11 +79,11 @@ def test_unusable_logged_features_are_dead_lettered_not_raised(service: MonitorS
     good = served_features("r1")
     short_rows = good.model_copy(update={"n_features": 3})  # 8 floats are not rows of 3
     hostile = [record.value for record in corpus("interactions")]
-    for n, value in enumerate([*hostile, encode(short_rows)]):
-        service._fold(arrival("rec.features", n, value), WALL)
+    values = [*hostile, encode(short_rows)]
+    service.fold([arrival("rec.features", n, value) for n, value in enumerate(values)], WALL)
     assert _invalid(service, "rec.features") == len(hostile) + 1
     assert service.dead_letters.written == len(hostile) + 1
     assert service.counters.dead_lettered == len(hostile) + 1
     assert {topic for topic, _ in sent.records} == {"rec.features.dlq"}
-    service._fold(arrival("rec.features", 99, encode(good)), WALL)
+    service.fold([arrival("rec.features", 99, encode(good))], WALL)
     assert len(service.pipeline.join) == 1
