@@ -77,21 +77,29 @@ def judge(
 ) -> HitOutcome:
     """Every figure of one answer from the user's acts (any order; acts outside
     [served_at, served_at + window_s] and non-choices are ignored)."""
+    # One pass, no sort: the monitor judges every answer it closes. The next act is the
+    # earliest inside the window, the first of equals in `acts`' order.
     top = frozenset(items[:k])
-    inside = sorted(
-        (a for a in acts
-         if is_act(a.event_type) and served_at <= a.timestamp <= served_at + window_s),
-        key=lambda a: a.timestamp,
-    )
-    next_item = inside[0].item_id if inside else None
-    credited = [
-        a for a in inside
-        if a.item_id in top and (a.request_id is None or a.request_id == request_id)
-    ]
+    end = served_at + window_s
+    first: Act | None = None
+    window_hit = clicked = converted = False
+    for a in acts:
+        at = a.timestamp
+        if at < served_at or at > end or a.event_type not in ACTS:
+            continue
+        if first is None or at < first.timestamp:
+            first = a
+        if a.item_id in top and (a.request_id is None or a.request_id == request_id):
+            window_hit = True
+            if a.event_type is EventType.CLICK:
+                clicked = True
+            elif a.event_type is EventType.PURCHASE:
+                converted = True
+    next_item = first.item_id if first is not None else None
     return HitOutcome(
-        strict_hit=strict_hit(items, next_item, k),
-        window_hit=bool(credited),
-        clicked=any(a.event_type is EventType.CLICK for a in credited),
-        converted=any(a.event_type is EventType.PURCHASE for a in credited),
+        strict_hit=next_item is not None and next_item in top,
+        window_hit=window_hit,
+        clicked=clicked,
+        converted=converted,
         ndcg=ndcg(items, next_item),
     )

@@ -1,9 +1,10 @@
 """The one definition of a hit (schemas/hits.py)."""
 
 import math
+import random
 
 from schemas.events import EventType
-from schemas.hits import Act, judge, ndcg, strict_hit
+from schemas.hits import Act, HitOutcome, is_act, judge, ndcg, strict_hit
 
 ITEMS = ["a", "b", "c", "d"]
 T = 1_000.0
@@ -47,3 +48,43 @@ def test_the_window_hit_counts_any_act_and_a_named_request_only_for_itself() -> 
     assert not judge(ITEMS, T, 60.0, named, k=4, request_id="r1").window_hit
     assert judge(ITEMS, T, 60.0, named, k=4, request_id="r2").window_hit
     assert judge(ITEMS, T, 60.0, named, k=4, request_id="r1").strict_hit  # still the next act
+
+
+def _by_the_definition(
+    items: list[str], served_at: float, window_s: float, acts: list[Act], k: int,
+    request_id: str,
+) -> HitOutcome:
+    """The module docstring's words, literally: sort the window's choices, take the first."""
+    inside = sorted(
+        (a for a in acts
+         if is_act(a.event_type) and served_at <= a.timestamp <= served_at + window_s),
+        key=lambda a: a.timestamp,
+    )
+    next_item = inside[0].item_id if inside else None
+    credited = [
+        a for a in inside
+        if a.item_id in items[:k] and (a.request_id is None or a.request_id == request_id)
+    ]
+    return HitOutcome(
+        strict_hit=strict_hit(items, next_item, k),
+        window_hit=bool(credited),
+        clicked=any(a.event_type is EventType.CLICK for a in credited),
+        converted=any(a.event_type is EventType.PURCHASE for a in credited),
+        ndcg=ndcg(items, next_item),
+    )
+
+
+def test_judge_gives_what_the_definition_gives_on_random_acts() -> None:
+    rng = random.Random(11)
+    kinds = list(EventType)
+    for _ in range(3000):
+        items = [f"i{rng.randrange(15)}" for _ in range(rng.randint(1, 12))]
+        acts = [
+            Act(f"i{rng.randrange(15)}", 100.0 + rng.choice([-1.0, 0.0, 5.0, 5.0, 30.0, 61.0]),
+                rng.choice(kinds), rng.choice([None, None, "r1", "r2"]))
+            for _ in range(rng.randint(0, 8))
+        ]
+        k = rng.randint(1, 10)
+        assert judge(items, 100.0, 60.0, acts, k, "r1") == _by_the_definition(
+            items, 100.0, 60.0, acts, k, "r1"
+        )
