@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from schemas.events import EventType
 from streams.monitor.drift.psi import population_stability_index
 from streams.monitor.inputs import Interaction
 
@@ -32,14 +33,21 @@ def price_bucket(price: float | None) -> str:
     return f"p{index}"
 
 
-def interaction_features(event: Interaction) -> dict[str, str]:
+_TYPE_LABELS = {kind: kind.value for kind in EventType}
+_NO_CONTEXT = (NONE_LABEL, NONE_LABEL, NONE_LABEL)
+
+
+def interaction_labels(event: Interaction) -> tuple[str, str, str, str]:
+    """An event's bin of each feature, in `FEATURES` order."""
     context = event.context
-    return {
-        "event_type": event.event_type.value,
-        "device": (context.device if context and context.device else NONE_LABEL),
-        "source": (context.source if context and context.source else NONE_LABEL),
-        "price": price_bucket(context.price if context else None),
-    }
+    if context is None:
+        return (_TYPE_LABELS[event.event_type], *_NO_CONTEXT)
+    return (
+        _TYPE_LABELS[event.event_type],
+        context.device or NONE_LABEL,
+        context.source or NONE_LABEL,
+        price_bucket(context.price),
+    )
 
 
 class FeatureProfile:
@@ -57,8 +65,9 @@ class FeatureProfile:
         return profile
 
     def add(self, event: Interaction) -> None:
-        for name, label in interaction_features(event).items():
-            self.counts[name][label] += 1
+        counts = self.counts
+        for name, label in zip(FEATURES, interaction_labels(event), strict=True):
+            counts[name][label] += 1
         self.events += 1
 
     def save(self, path: Path) -> None:
