@@ -34,7 +34,9 @@ Device = Literal["web", "ios", "android", "tv", "other"]
 Source = Literal["search", "home", "recommendation", "category", "other"]
 
 
-class InteractionContext(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+# Records hold strings, numbers and records, never a cycle: untracked by the garbage collector
+# (gc=False), which then need not track the thousands a batch decodes.
+class InteractionContext(Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """`schemas.events.EventContext`."""
 
     price: Annotated[float, Meta(ge=0.0, le=1e9)] | None = None
@@ -44,7 +46,7 @@ class InteractionContext(Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     request_id: _Id | None = None
 
 
-class InteractionRecord(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class InteractionRecord(Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """`schemas.events.InteractionEvent`: the same fields, names and values."""
 
     schema_version: Annotated[float, Meta(ge=1, le=1)] = 1

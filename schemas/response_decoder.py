@@ -39,21 +39,23 @@ Strategy = Literal["model", "ranker", "canary", "popularity", "none"]
 ErrorCode = Literal["invalid_request", "internal", "overloaded"]
 
 
-class ScoredItemRecord(Struct, frozen=True, forbid_unknown_fields=True):
+# Records hold strings, numbers and records, never a cycle: untracked by the garbage collector
+# (gc=False), which then need not scan them (the monitor holds thousands of open answers).
+class ScoredItemRecord(Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """`schemas.recommendations.ScoredItem`."""
 
     item_id: _Id
     score: Annotated[float, Meta(ge=-1e6, le=1e6)]
 
 
-class ResponseErrorRecord(Struct, frozen=True, forbid_unknown_fields=True):
+class ResponseErrorRecord(Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """`schemas.recommendations.ResponseError`."""
 
     code: ErrorCode
     message: _Text
 
 
-class ResponseRecord(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class ResponseRecord(Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """`schemas.recommendations.RecommendationResponse`: the same fields, names and values."""
 
     schema_version: Annotated[float, Meta(ge=2, le=2)] = 2
