@@ -25,17 +25,19 @@ class _Source:
 class EventClock:
     """The candidate (the event time the watermark trails by the allowed lateness) depends on
     the wall clock only through which sources count as active; the monitor reads it once per
-    record at one wall time per batch, so it is kept for that wall time and recomputed only
-    when a record may have changed it (a new source, a source becoming active, or the slowest
-    active one moving on)."""
+    record at one wall time per batch, so it is kept for that wall time with the slowest active
+    source and a bound at or below every other active source's newest time. The slowest source
+    moving on up to that bound moves the candidate with it; it is recomputed only when a record
+    may have changed it otherwise (a new source, the slowest passing the bound)."""
 
     def __init__(self, allowed_lateness_s: float, idle_advance_s: float) -> None:
         self._lateness = allowed_lateness_s
         self._idle_after = idle_advance_s
         self._sources: dict[str, _Source] = {}
         self._watermark = -math.inf
-        self._kept: tuple[float, float] | None = None
-        """(wall, candidate from the sources active at that wall time), when known."""
+        self._kept: tuple[float, float, _Source | None, float] | None = None
+        """(wall, candidate from the sources active at that wall time, the source it is the
+        newest time of, a bound at or below every other active source's newest time)."""
 
     def register(self, source: str, wall: float) -> None:
         """A source now read here (an assigned partition): until it delivers a record or falls
@@ -58,12 +60,17 @@ class EventClock:
         kept = self._kept
         if kept is None:
             return
-        if kept[0] != wall:
+        wall_of, candidate, slowest, bound = kept
+        newest = known.newest
+        if wall_of != wall:
             self._kept = None
-        elif not was_active:
-            self._kept = (wall, min(kept[1], known.newest))  # one more active source
-        elif known.newest != before and before <= kept[1]:
-            self._kept = None  # the slowest active source moved on
+        elif not was_active:  # one more active source
+            if newest < candidate:
+                self._kept = (wall, newest, known, candidate)
+            else:
+                self._kept = (wall, candidate, slowest, min(bound, newest))
+        elif known is slowest and newest != before:
+            self._kept = (wall, newest, known, bound) if newest <= bound else None
 
     def restore(self, watermark: float) -> None:
         """After a restart: the watermark the previous owner of these sources had reached."""
@@ -96,10 +103,21 @@ class EventClock:
 
     def _candidate(self, wall: float) -> float:
         sources = self._sources.values()
-        active = [s.newest for s in sources if wall - s.last_arrival_wall <= self._idle_after]
-        if active:
-            candidate = min(active)
-            self._kept = (wall, candidate)
+        idle_after = self._idle_after
+        slowest: _Source | None = None
+        candidate = bound = math.inf
+        for source in sources:
+            if wall - source.last_arrival_wall > idle_after:
+                continue
+            newest = source.newest
+            if slowest is None or newest < candidate:
+                if slowest is not None:
+                    bound = candidate
+                slowest, candidate = source, newest
+            elif newest < bound:
+                bound = newest
+        if slowest is not None:
+            self._kept = (wall, candidate, slowest, bound)
             return candidate
         newest = max(s.newest for s in sources)
         if not math.isfinite(newest):
