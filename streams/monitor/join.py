@@ -227,7 +227,7 @@ class AnswerJoin:
             return None
         hits = judge(
             [i.item_id for i in response.items], answer.served_at, self.window_s,
-            (a.act for a in acts), self.k, answer.request_id,
+            [a.act for a in acts], self.k, answer.request_id,
         )
         return ResponseOutcome(
             version_label(response), answer.served_at, hits, response.experiment, response.arm,

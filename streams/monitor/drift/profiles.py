@@ -54,8 +54,22 @@ class FeatureProfile:
     """Counts per feature and bin over a sample of interactions."""
 
     def __init__(self) -> None:
-        self.counts: dict[str, Counter[str]] = {name: Counter() for name in FEATURES}
+        self._counts: dict[str, Counter[str]] = {name: Counter() for name in FEATURES}
+        self._combinations: Counter[tuple[str, str, str, str]] = Counter()
+        """Events per combination of bins, added since `counts` was last read: one count per
+        event (the monitor profiles every interaction), folded per feature when read."""
         self.events = 0
+
+    @property
+    def counts(self) -> dict[str, Counter[str]]:
+        """Per feature, events per bin."""
+        if self._combinations:
+            counts = self._counts
+            for labels, n in self._combinations.items():
+                for name, label in zip(FEATURES, labels, strict=True):
+                    counts[name][label] += n
+            self._combinations.clear()
+        return self._counts
 
     @classmethod
     def of(cls, events: Iterable[Interaction]) -> FeatureProfile:
@@ -65,9 +79,7 @@ class FeatureProfile:
         return profile
 
     def add(self, event: Interaction) -> None:
-        counts = self.counts
-        for name, label in zip(FEATURES, interaction_labels(event), strict=True):
-            counts[name][label] += 1
+        self._combinations[interaction_labels(event)] += 1
         self.events += 1
 
     def save(self, path: Path) -> None:
