@@ -31,6 +31,8 @@ What the platform fixes here, the same as for `ContractLoop`:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import ssl
 import threading
@@ -56,6 +58,7 @@ R = TypeVar("R", bound=BaseModel)
 _YIELD_EVERY = 1_000
 _FETCH_WAIT_S = 1.0
 _RETRY_AFTER_S = 1.0
+_YOUNG_COLLECTION_EVERY = 50_000
 
 
 class Arrival(NamedTuple):
@@ -421,7 +424,9 @@ def run_until(
     build: Callable[[], faust.App], stop: threading.Event, poll_s: float = 0.2
 ) -> None:
     """Builds an app with `build` on a fresh event loop in this thread and runs it until `stop`
-    is set, then stops it gracefully (flush, commit, leave the group)."""
+    is set, then stops it gracefully (flush, commit, leave the group). While it runs, the
+    garbage collector's young generation is collected every `_YOUNG_COLLECTION_EVERY`
+    allocations (see `_rare_young_collections`)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 
@@ -436,7 +441,24 @@ def run_until(
             await app.stop()
 
     try:
-        loop.run_until_complete(main())
+        with _rare_young_collections():
+            loop.run_until_complete(main())
     finally:
         loop.close()
         asyncio.set_event_loop(None)
+
+
+@contextlib.contextmanager
+def _rare_young_collections() -> Iterator[None]:
+    """An app's process holds a large heap that lives as long as the app (faust, aiokafka, a
+    service's tables and open windows), and a batch allocates thousands of short-lived
+    containers. At CPython's default threshold (a young collection every 700 allocations) the
+    collections that follow rescan the old heap over and over, a third of the monitor's time
+    on a backlog; at `_YOUNG_COLLECTION_EVERY` they are rare. The process's thresholds are
+    restored when the app stops."""
+    previous = gc.get_threshold()
+    gc.set_threshold(max(previous[0], _YOUNG_COLLECTION_EVERY), *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
