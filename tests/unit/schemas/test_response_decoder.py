@@ -181,3 +181,20 @@ def test_the_mirror_spells_the_contract_fields() -> None:
 
     assert set(ScoredItemRecord.__struct_fields__) == set(ScoredItem.model_fields)
     assert set(ResponseErrorRecord.__struct_fields__) == set(ResponseError.model_fields)
+
+
+def test_the_mirror_takes_an_id_character_exactly_when_the_contract_does() -> None:
+    base = RecommendationResponse(
+        request_id="r1", user_id="u1", status="ok", served_at=NOW,
+        items=[ScoredItem(item_id="i1", score=1.0)], experiment="e", arm="a",
+    ).model_dump(mode="json")
+    for code in range(0x300):
+        for field in ("request_id", "user_id", "experiment", "arm", "item"):
+            record = json.loads(json.dumps(base))
+            if field == "item":
+                record["items"][0]["item_id"] = "i" + chr(code)
+            else:
+                record[field] = "x" + chr(code)
+            raw = json.dumps(record).encode()
+            accepted = not isinstance(_contract(raw), ContractError)
+            assert (decode_response(raw, LATEST) is not None) == accepted, (field, hex(code))
