@@ -47,7 +47,7 @@ def eval_command(
     """Leave-one-out, full-ranking evaluation of every model and baseline."""
     from bench.calibration import begin
     from bench.report import write_result
-    from models.evaluation import evaluate_dataset, load_frame, load_items
+    from models.lab.evaluation import evaluate_dataset, load_frame, load_items
     from models.session_config import SessionTransformerConfig
 
     begin()

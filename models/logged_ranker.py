@@ -3,7 +3,7 @@
 Training data are `ranker.examples` (schemas.ranker_examples): per answer, the shown candidates'
 serving feature vectors (models.point_in_time.SERVING_FEATURE_NAMES, column 0 the retriever
 score) and graded labels. The score is ``a * retriever_score + dlrm(standardised features)``
-as in models.correction_ranker: the correction's output layer starts at zero and ``a`` at one,
+as in models.lab.correction_ranker: the correction's output layer starts at zero and ``a`` at one,
 so an untrained ranker orders exactly as retrieval does. The DLRM's sparse slot is the
 standardised feature vector itself (zero-padded to the embedding width): the logged record
 carries no id vectors, so the dot interactions cross the bottom MLP's output with the raw

@@ -1,5 +1,5 @@
 """The history a model version reads for a query, defined once for the scorer and the offline
-reference (models/reference_answer.py), as the trainer builds its sequences.
+reference (models/lab/reference_answer.py), as the trainer builds its sequences.
 
 From a user's events, each (item id, event time in seconds):
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class SessionTransformerConfig(BaseModel):
     """Architecture and training hyper-parameters of :class:`SessionTransformer`.
 
-    Defaults are the recipe (:mod:`models.session_recipe`) as it comes out on ML-100K, the
+    Defaults are the recipe (:mod:`models.lab.session_recipe`) as it comes out on ML-100K, the
     stream the live loop replays; offline evaluation sets the data-derived fields from the
     training data it fits on. Every value was chosen on validation splits, never on test.
     """

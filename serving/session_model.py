@@ -3,7 +3,7 @@
 Versions are read in the format of models/session_checkpoint.py. Retrieval is maximum inner
 product over `h . e_j + b_j` (models.retrieval folds the bias in): exact (a flat index) for a
 catalog smaller than the retrieval settings' `exact_threshold`, so a served list is the one the
-offline reference ranks (models/reference_answer.py), approximate (the configured kind) above
+offline reference ranks (models/lab/reference_answer.py), approximate (the configured kind) above
 it.
 """
 

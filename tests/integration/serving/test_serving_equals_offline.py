@@ -1,5 +1,5 @@
 """Serving equals offline: on the real Kafka, Redis, feature worker and scorer, every served list
-is the list the offline reference (models/reference_answer.py) computes for the same version
+is the list the offline reference (models/lab/reference_answer.py) computes for the same version
 from the same events: the same items in the same order, scores within float tolerance.
 
 The users' events carry what used to set the two apart: a view and a click of the same item,
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import redis
 
-from models.reference_answer import reference_answer
+from models.lab.reference_answer import reference_answer
 from models.session_checkpoint import SessionCheckpoint, load_session_model
 from models.store import ModelStore
 from schemas.events import EventContext, EventType, InteractionEvent

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from models.accelerators import BucketedGraphs
+from models.lab.reference_answer import reference_answer
 from models.onnx_inference import OnnxInference
 from models.ranker import DLRMConfig, DLRMRanker
-from models.reference_answer import reference_answer
 from models.retrieval import FaissItemIndex, RetrievalConfig
 from models.sequence_training import history_batch
 from models.session_checkpoint import load_session_model, save_session_model

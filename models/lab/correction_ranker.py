@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from models.embeddings import padded_width
+from models.lab.ranking import RankingExamples, holdout_split, ndcg_at_10, reranked_ranks
 from models.point_in_time import unit_rows
 from models.ranker import DLRMConfig, correction_dlrm
-from models.ranking import RankingExamples, holdout_split, ndcg_at_10, reranked_ranks
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
@@ -75,7 +75,7 @@ class _Model(nn.Module):
 
 
 class CorrectionRanker:
-    """:class:`~models.ranking.Ranker` learning a listwise correction to the retriever score."""
+    """:class:`~models.lab.ranking.Ranker` learning a listwise correction to the retriever score."""
 
     name = "two_stage_dlrm"
 

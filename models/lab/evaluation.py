@@ -11,7 +11,7 @@ in the history on ML-100K; on other data an already-seen target counts as a miss
 Any object with ``name``, ``fit(train, validation)`` and ``score(queries)`` is a
 :class:`Recommender`; :func:`default_recommenders` lists the baselines and the Transformer.
 
-Two-stage rows (:mod:`models.two_stage`): the fitted Transformer's top-100 re-ranked by each of
+Two-stage rows (:mod:`models.lab.two_stage`): the fitted Transformer's top-100 re-ranked by each of
 :func:`default_rankers`, trained on the validation positions, compared paired with the
 Transformer's own row.
 """
@@ -32,8 +32,6 @@ import numpy.typing as npt
 import pandas as pd
 import torch
 
-from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
-from models.correction_ranker import CorrectionRanker, CorrectionRankerConfig
 from models.datasets import (
     ML100K_SHA256,
     load_interactions_csv,
@@ -42,16 +40,18 @@ from models.datasets import (
     load_sequences,
     sha256_of,
 )
-from models.gbm_ranker import GBMRanker, GBMRankerConfig
 from models.item_content import ItemContent
+from models.lab.baselines import ItemKNN, Markov, Popularity, RecentPopularity
+from models.lab.correction_ranker import CorrectionRanker, CorrectionRankerConfig
+from models.lab.gbm_ranker import GBMRanker, GBMRankerConfig
+from models.lab.ranking import Ranker
+from models.lab.served_ranker import ServedRanker, ServedRankerConfig
+from models.lab.session_recipe import fitted_to
+from models.lab.two_stage import TOP_K, two_stage_rows
 from models.metrics import exclude, metrics_from_ranks, target_ranks
-from models.ranking import Ranker
 from models.sequence_training import FitReport, SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries, UserSequences, leave_one_out
-from models.served_ranker import ServedRanker, ServedRankerConfig
 from models.session_config import SessionTransformerConfig
-from models.session_recipe import fitted_to
-from models.two_stage import TOP_K, two_stage_rows
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
@@ -112,7 +112,7 @@ class TunedBaseline:
 
 class SessionTransformerRecommender:
     """Adapter running :class:`SessionTrainer` under the :class:`Recommender` protocol; the
-    recipe's data-derived hyper-parameters (:mod:`models.session_recipe`) are set from the
+    recipe's data-derived hyper-parameters (:mod:`models.lab.session_recipe`) are set from the
     training sequences it is fitted on."""
 
     def __init__(self, config: SessionTransformerConfig, name: str = "session_transformer") -> None:

@@ -19,9 +19,9 @@ import numpy.typing as npt
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.lab.ranking import RankingExamples, holdout_split, ndcg_at_10, reranked_ranks
 from models.logged_ranker import GradedList, LoggedRanker, LoggedRankerConfig
 from models.point_in_time import FEATURE_NAMES, SERVING_FEATURE_NAMES
-from models.ranking import RankingExamples, holdout_split, ndcg_at_10, reranked_ranks
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.paired_bootstrap import paired_bootstrap_ci
+from models.lab.paired_bootstrap import paired_bootstrap_ci
 
 
 def _baseline(n: int = 900) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.baselines import ItemKNN, Markov, Popularity, RecentPopularity
+from models.lab.baselines import ItemKNN, Markov, Popularity, RecentPopularity
 from models.sequences import Queries, UserSequences
 
 

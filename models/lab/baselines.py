@@ -2,7 +2,7 @@
 
 Each has ``fit(train)`` on chronological training sequences, then ``score(queries)`` returns a
 dense ``[n_queries, n_items + 1]`` float32 matrix (column 0 is padding);
-:class:`models.evaluation.TunedBaseline` wraps them for evaluation. Every baseline adds a tiny
+:class:`models.lab.evaluation.TunedBaseline` wraps them for evaluation. Every baseline adds a tiny
 global-popularity term so that items it has no evidence for are ordered by popularity rather
 than tied (ranks are pessimistic about ties, see :mod:`models.metrics`).
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from models.lab.session_recipe import data_shape, fitted_to
 from models.sequences import UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_recipe import data_shape, fitted_to
 
 
 def _data(users: int, items: int, length: int) -> UserSequences:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.ranking import RankingExamples, holdout_split
+from models.lab.ranking import RankingExamples, holdout_split
 
 log = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float32]
@@ -41,7 +41,7 @@ class GBMRankerConfig(BaseModel):
 
 
 class GBMRanker:
-    """:class:`~models.ranking.Ranker` backed by a ``lightgbm`` lambdarank booster."""
+    """:class:`~models.lab.ranking.Ranker` backed by a ``lightgbm`` lambdarank booster."""
 
     name = "two_stage_gbm"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.correction_ranker import CorrectionRanker, CorrectionRankerConfig
-from models.gbm_ranker import GBMRanker, GBMRankerConfig
-from models.ranking import Ranker, RankingExamples, ndcg_at_10, reranked_ranks
+from models.lab.correction_ranker import CorrectionRanker, CorrectionRankerConfig
+from models.lab.gbm_ranker import GBMRanker, GBMRankerConfig
+from models.lab.ranking import Ranker, RankingExamples, ndcg_at_10, reranked_ranks
 
 K, DIM, N_FEATURES = 20, 8, 4
 

@@ -9,7 +9,7 @@ The earlier positions were training labels of the retriever, so its scores there
 confident than on unseen events (ML-100K: NDCG@10 about 0.20 there against 0.13 on validation);
 they still quadruple the ranker's training queries, which the tree ranker needs most. Every row is
 compared paired with the same retriever checkpoint: the ratio of mean NDCG@10 and a paired
-bootstrap 95% interval of the per-query NDCG@10 difference (:mod:`models.paired_bootstrap`).
+bootstrap 95% interval of the per-query NDCG@10 difference (:mod:`models.lab.paired_bootstrap`).
 
 A target the retriever did not put in its top-k is a miss for every ranker, so the retriever's
 recall@k bounds any two-stage row; it is reported beside them.
@@ -27,10 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from models.item_content import ItemContent
+from models.lab.paired_bootstrap import paired_bootstrap_ci
+from models.lab.ranking import Ranker, RankingExamples, ndcg_at_10, reranked_ranks
 from models.metrics import exclude, metrics_from_ranks, target_ranks
-from models.paired_bootstrap import paired_bootstrap_ci
 from models.point_in_time import FEATURE_NAMES, InteractionLog, candidate_features
-from models.ranking import Ranker, RankingExamples, ndcg_at_10, reranked_ranks
 from models.sequence_training import SessionTrainer
 from models.sequences import LeaveOneOutSplit, Queries
 

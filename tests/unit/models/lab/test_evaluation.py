@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.evaluation import evaluate_dataset, load_frame, margin_over_baselines
+from models.lab.evaluation import evaluate_dataset, load_frame, margin_over_baselines
 from models.session_config import SessionTransformerConfig
 
 

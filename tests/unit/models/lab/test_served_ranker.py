@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.lab.ranking import RankingExamples, ndcg_at_10, reranked_ranks
+from models.lab.served_ranker import ServedRanker, ServedRankerConfig
 from models.point_in_time import FEATURE_NAMES, SERVING_FEATURE_NAMES
-from models.ranking import RankingExamples, ndcg_at_10, reranked_ranks
-from models.served_ranker import ServedRanker, ServedRankerConfig
 
 K = 20
 
