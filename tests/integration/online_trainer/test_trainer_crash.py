@@ -61,7 +61,7 @@ def _end_offsets(kafka: KafkaConnection) -> dict[int, int]:
 def test_trainer_killed_mid_stream_neither_skips_nor_retrains_a_batch(
     kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
 ) -> None:
-    total = publish(kafka, ml100k.iloc[:20000])
+    total = publish(kafka, ml100k.iloc[:10000])
     env = _env(kafka, tmp_path)
     command = [sys.executable, "-m", "cli", "train", "--idle-exit-s", "4"]
     rng = random.Random(11)
