@@ -1,0 +1,122 @@
+"""The replay loop: in slot order, batches of requests answered by every arm from the state of
+their moment, then their events delivered to the trainer and the labeller.
+
+Per batch of `batch_requests` consecutive requests (the scorer's micro-batch, a fraction of a
+second at live rates): the trainer first consumes every micro-batch it had closed by the first
+slot, and the batch is answered by the version serving then; the feature store's view is
+advanced to each request's own visible prefix for its history, while the popularity list and
+item states are those of the batch's first slot (the scorer refreshes them on its own cadence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from bench.live_offline.arms import ArmScorer, ReplayReader
+from bench.live_offline.feature_view import FeatureView
+from bench.live_offline.outcome import ArmRecord
+from bench.live_offline.ranker_lane import RankerLane
+from bench.live_offline.timeline import Timeline
+from bench.live_offline.versions import TrainerLane
+from schemas.recommendations import RecommendationRequest
+from serving.model_bundle import ModelBundle
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What each request's answer is judged against."""
+
+    window: list[frozenset[str]]
+    tied: list[frozenset[str]]
+    k: int = 10
+
+
+@dataclass
+class ReplayResult:
+    records: dict[str, ArmRecord]
+    history_length: npt.NDArray[np.int64]
+    """Events of the user in the feature store when the request was served."""
+
+
+def replay(
+    timeline: Timeline,
+    view: FeatureView,
+    reader: ReplayReader,
+    arms: Mapping[str, ArmScorer],
+    lane: TrainerLane,
+    ranker: RankerLane | None,
+    targets: Targets,
+    learn: bool,
+    batch_requests: int,
+) -> ReplayResult:
+    for user, item, t in zip(timeline.first_users, timeline.first_items, timeline.first_times,
+                             strict=True):
+        view.apply(user, item, float(t))
+    records = {arm: ArmRecord() for arm in arms}
+    lengths = np.zeros(len(timeline), dtype=np.int64)
+    template = RecommendationRequest(request_id="q", user_id="u", k=targets.k,
+                                     sent_at=float(timeline.slots[0]) if len(timeline) else 1e9)
+    applied = 0
+    for start in range(0, len(timeline), batch_requests):
+        positions = range(start, min(start + batch_requests, len(timeline)))
+        now = float(timeline.slots[start])
+        lane.learn_until(timeline, now, learn)
+        applied = _apply(timeline, view, applied, int(timeline.visible[start]))
+        reader.popular = view.popular()
+        reader.states = view.item_states()
+        requests = []
+        for i in positions:
+            applied = _apply(timeline, view, applied, int(timeline.visible[i]))
+            request_id = f"q{i}"
+            reader.contexts[request_id] = context = view.context(timeline.users[i])
+            lengths[i] = len(context.user_events)
+            requests.append(template.model_copy(update={
+                "request_id": request_id, "user_id": timeline.users[i],
+                "sent_at": float(timeline.slots[i]),
+            }))
+        serving = lane.serving_at(now)
+        _route(arms, lane, serving, ranker, now)
+        for arm, scorer in arms.items():
+            answers = scorer.answer(requests, now)
+            for i, answer in zip(positions, answers, strict=True):
+                items = [s.item_id for s in answer.response.items]
+                records[arm].add(items, timeline.items[i], targets.window[i], targets.tied[i],
+                                 answer.response.strategy, targets.k)
+            if arm == "ranker" and ranker is not None:
+                ranker.log(answers)
+                _deliver(timeline, ranker, positions,
+                         [{s.item_id for s in a.response.items} for a in answers])
+                ranker.micro_batch(float(timeline.slots[positions[-1]]))
+        reader.contexts.clear()
+    return ReplayResult(records, lengths)
+
+
+def _route(arms: Mapping[str, ArmScorer], lane: TrainerLane, serving: ModelBundle,
+           ranker: RankerLane | None, now: float) -> None:
+    for arm, scorer in arms.items():
+        if arm == "popularity":
+            scorer.route(None)
+        elif arm == "frozen":
+            scorer.route(lane.frozen)
+        else:
+            scorer.route(serving)
+        if arm == "ranker" and ranker is not None:
+            scorer.ranker = ranker.current(now)
+
+
+def _deliver(timeline: Timeline, ranker: RankerLane, positions: range,
+             shown: list[set[str]]) -> None:
+    for i, items in zip(positions, shown, strict=True):
+        item = timeline.items[i]
+        ranker.interaction(timeline.users[i], item, float(timeline.times[i]),
+                           f"q{i}" if item in items else None)
+
+
+def _apply(timeline: Timeline, view: FeatureView, applied: int, upto: int) -> int:
+    for j in range(applied, upto):
+        view.apply(timeline.users[j], timeline.items[j], float(timeline.times[j]))
+    return max(applied, upto)
