@@ -34,12 +34,14 @@ class FeatureView:
         self._last: dict[str, float] = {}
         self._count: dict[str, int] = {}
         self._popular: list[tuple[str, float]] | None = None
+        self._seen: dict[str, dict[str, None]] = {}
 
     def apply(self, user: str, item: str, ts: float) -> None:
         events = self._users.get(user)
         if events is None:
             events = self._users[user] = deque(maxlen=SEQUENCE_LENGTH)
         events.append(Interaction(item, ts, _KIND))
+        self._seen.setdefault(user, {})[item] = None
         bucket = math.floor(ts / self.bucket_s)
         counts = self._buckets.setdefault(bucket, {})
         counts[item] = counts.get(item, 0) + 1
@@ -52,6 +54,13 @@ class FeatureView:
     def context(self, user: str) -> UserContext:
         events = tuple(self._users.get(user, ()))
         return UserContext(user, None, events, (), last_event_ts=events[-1].ts if events else None)
+
+    def older_items(self, user: str, limit: int) -> list[str]:
+        """The newest `limit` items the user interacted with that the store's sequence no
+        longer holds (what a seen filter over the whole history would add)."""
+        recent = {e.item_id for e in self._users.get(user, ())}
+        older = [i for i in self._seen.get(user, {}) if i not in recent]
+        return older[-limit:]
 
     def popular(self) -> list[tuple[str, float]]:
         """The scorer's recent-popularity list now (its cold-start answer before filtering)."""

@@ -40,7 +40,7 @@ def arm_of(user_id: str, salt: str, weights: Mapping[str, float]) -> str:
         if position < weight:
             return arm
         position -= weight
-    return next(reversed(weights))
+    return list(weights)[-1]
 
 
 @dataclass
@@ -67,9 +67,9 @@ class ArmRecord:
 
 def _per_user(users: npt.NDArray[np.int64], n_users: int, values: Sequence[float] | Sequence[
         bool], mask: npt.NDArray[np.bool_]) -> Float64Array:
-    sums: Float64Array = np.bincount(users[mask], weights=np.asarray(values, np.float64)[mask],
-                                     minlength=n_users)
-    return sums
+    sums = np.bincount(users[mask], weights=np.asarray(values, np.float64)[mask],
+                       minlength=n_users)
+    return sums.astype(np.float64)
 
 
 def _figures(record: ArmRecord, mask: npt.NDArray[np.bool_]) -> dict[str, float]:

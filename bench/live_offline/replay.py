@@ -22,6 +22,7 @@ from bench.live_offline.outcome import ArmRecord
 from bench.live_offline.ranker_lane import RankerLane
 from bench.live_offline.timeline import Timeline
 from bench.live_offline.versions import TrainerLane
+from schemas.limits import MAX_LIST_LENGTH
 from schemas.recommendations import RecommendationRequest
 from serving.model_bundle import ModelBundle
 
@@ -52,7 +53,10 @@ def replay(
     targets: Targets,
     learn: bool,
     batch_requests: int,
+    exclude_history: bool = False,
 ) -> ReplayResult:
+    """`exclude_history`: each request also excludes the user's items older than the store's
+    sequence (a diagnostic of the scorer's seen filter, which knows the newest 50)."""
     for user, item, t in zip(timeline.first_users, timeline.first_items, timeline.first_times,
                              strict=True):
         view.apply(user, item, float(t))
@@ -74,9 +78,11 @@ def replay(
             request_id = f"q{i}"
             reader.contexts[request_id] = context = view.context(timeline.users[i])
             lengths[i] = len(context.user_events)
+            older = (view.older_items(timeline.users[i], MAX_LIST_LENGTH) if exclude_history
+                     else [])
             requests.append(template.model_copy(update={
                 "request_id": request_id, "user_id": timeline.users[i],
-                "sent_at": float(timeline.slots[i]),
+                "sent_at": float(timeline.slots[i]), "exclude_items": older,
             }))
         serving = lane.serving_at(now)
         _route(arms, lane, serving, ranker, now)

@@ -54,6 +54,14 @@ class Options:
     batch_requests: int = 32
     seed: int = 0
     threads: int = 1
+    pretrain_cache: Path | None = None
+    """A folder keeping pre-trained versions by their events and configuration."""
+    exclude_history: bool = False
+    """Diagnostic: requests also exclude the user's items older than the store's sequence."""
+    serve: dict[str, Any] = field(default_factory=dict)
+    """ServeSettings fields replaced (e.g. new_item_slots)."""
+    train: dict[str, Any] = field(default_factory=dict)
+    """TrainSettings fields replaced; `model.<field>` for the session model's configuration."""
 
     def bucket_s(self) -> float:
         if self.popularity_bucket_s is not None:
@@ -115,12 +123,12 @@ def _catalog(options: Options, at: float) -> ItemCatalog | None:
 def _replay(
     work: Path, timeline: Timeline, options: Options
 ) -> tuple[ReplayResult, TrainerLane, RankerLane | None]:
-    serve = ServeSettings()
+    serve = ServeSettings().model_copy(update=options.serve)
     settings = train_settings(work, options.pretrain_budget_s, options.publish_every_s,
-                              options.threads)
+                              options.threads, options.train)
     lane = TrainerLane(settings, serve, options.clock.load_s)
     start = float(timeline.slots[0])
-    lane.bootstrap(timeline, start)
+    lane.bootstrap(timeline, start, options.pretrain_cache)
     view = FeatureView(options.bucket_s())
     reader = ReplayReader()
     catalog = _catalog(options, start)
@@ -132,7 +140,7 @@ def _replay(
                             lateness_s=1.0, load_s=options.clock.load_s)
     targets = Targets(window_items(timeline, options.window_s()), tied_items(timeline))
     result = replay(timeline, view, reader, arms, lane, ranker, targets, options.learn,
-                    options.batch_requests)
+                    options.batch_requests, options.exclude_history)
     return result, lane, ranker
 
 
@@ -159,6 +167,8 @@ def _protocol(options: Options) -> dict[str, Any]:
         "publish_every_s": options.publish_every_s, "online_learning": options.learn,
         "arms": list(options.arms), "assignment_salt": options.salt,
         "batch_requests": options.batch_requests, "seed": options.seed,
+        "exclude_history": options.exclude_history, "serve": options.serve,
+        "train": options.train,
     }
 
 

@@ -43,6 +43,13 @@ class Clock:
     """... and at most this many events (its `batch_size`)."""
     load_s: float = 1.0
     """From a version's publication to the scorer answering with it."""
+    user_gap_s: float | None = None
+    """Set: a user-paced schedule, where a user's next request leaves at least this long after
+    the user's previous event was published, so their history holds it (None: every request
+    leaves at its slot, however fast the user acts)."""
+    restamp_history: bool = False
+    """The pre-training part restamped at the replay rate too, so the gaps the model learned
+    from are on the clock it serves on (False: the dataset's gaps, as the demo's backfill)."""
 
 
 @dataclass(frozen=True)
@@ -79,25 +86,30 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def build(first: pd.DataFrame, replayed: pd.DataFrame, clock: Clock) -> Timeline:
-    """`first` (pre-training) and `replayed` in time order."""
+    """`first` (pre-training) and `replayed` in time order; the timeline is in request order
+    (the dataset's, unless a user-paced schedule holds a user's next event back)."""
     original = replayed["timestamp"].to_numpy(dtype=np.float64)
     first_t = first["timestamp"].to_numpy(dtype=np.float64)
+    users = [str(u) for u in replayed["user_id"]]
     if clock.rate is None:
-        times = original.copy()
+        slots = original - clock.lead_s
     else:
         start = (first_t[-1] if len(first_t) else 0.0) + BACKFILL_AGE_S
-        times = start + clock.lead_s + np.arange(len(original), dtype=np.float64) / clock.rate
-    slots = times - clock.lead_s
-    applied = times + clock.pipeline_s
+        slots = _paced(users, start, clock)
+        if clock.restamp_history and len(first_t):
+            first_t = start - BACKFILL_AGE_S - np.arange(len(first_t))[::-1] / clock.rate
+    order = np.argsort(slots, kind="stable")
+    slots = slots[order]
+    times = slots + clock.lead_s
     # Event j is visible to request i when it was applied by i's slot (and j < i).
-    order = np.argsort(applied, kind="stable")
-    visible = np.searchsorted(applied[order], slots, side="right")
+    visible = np.searchsorted(times + clock.pipeline_s, slots, side="right")
     visible = np.minimum(np.maximum.accumulate(visible), np.arange(len(slots)))
     ends, closed = _micro_batches(times, clock)
+    items = [str(i) for i in replayed["item_id"]]
     return Timeline(
-        users=[str(u) for u in replayed["user_id"]],
-        items=[str(i) for i in replayed["item_id"]],
-        original=original,
+        users=[users[j] for j in order],
+        items=[items[j] for j in order],
+        original=original[order],
         slots=slots,
         times=times,
         visible=visible.astype(np.int64),
@@ -107,6 +119,20 @@ def build(first: pd.DataFrame, replayed: pd.DataFrame, clock: Clock) -> Timeline
         first_items=[str(i) for i in first["item_id"]],
         first_times=first_t,
     )
+
+
+def _paced(users: list[str], start: float, clock: Clock) -> FloatArray:
+    """Slots at the replay rate; with `user_gap_s`, a user's request waits until that long
+    after the user's previous event was published (other users' events go on meanwhile)."""
+    assert clock.rate is not None
+    slots = start + np.arange(len(users), dtype=np.float64) / clock.rate
+    if clock.user_gap_s is None:
+        return slots
+    published: dict[str, float] = {}
+    for i, user in enumerate(users):
+        slots[i] = max(slots[i], published.get(user, -np.inf) + clock.user_gap_s)
+        published[user] = slots[i] + clock.lead_s
+    return slots
 
 
 def _micro_batches(times: FloatArray, clock: Clock) -> tuple[IntArray, FloatArray]:

@@ -12,15 +12,21 @@ differs: no Kafka record, the store is a temporary folder, no recovery checkpoin
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from bench.live_offline.timeline import Timeline
 from models.session_checkpoint import row_count
+from models.session_config import SessionTransformerConfig
 from models.store import Manifest, ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
 from online_trainer.online_model import Interaction, OnlineModel
@@ -34,8 +40,6 @@ from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
 from streams.kafka.contract_loop import Envelope
 from streams.kafka.deadletter import SourcePosition
-
-from bench.live_offline.timeline import Timeline
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +101,30 @@ class TrainerLane:
         self._batches = 0
         self._published = 0
 
-    def bootstrap(self, timeline: Timeline, now: float) -> None:
-        """Pre-trains on the timeline's first part and publishes version 1.0 at `now`."""
+    def bootstrap(self, timeline: Timeline, now: float, cache: Path | None = None) -> None:
+        """Pre-trains on the timeline's first part and publishes version 1.0 at `now`. With a
+        `cache` folder, a pre-training of the same events and configuration is reused."""
+        s = self.settings
+        key = _pretrain_key(timeline, s)
+        cached = cache / key if cache is not None else None
+        if cached is not None and (cached / "report.json").exists():
+            shutil.copytree(cached / "state", s.state_dir)
+            self.pretrain = PretrainReport(**json.loads((cached / "report.json").read_text()))
+        else:
+            self.pretrain = self._pretrain(timeline)
+            if cached is not None:
+                shutil.copytree(s.state_dir, cached / "state", dirs_exist_ok=True)
+                (cached / "report.json").write_text(json.dumps(asdict(self.pretrain)))
+        self.now = now
+        store = ModelStore(s.store_dir)
+        self.trainer = ReplayTrainer(
+            s, s.model, StorePublisher(store, s.model_name, self._clock), self._clock
+        )
+        self.trainer.publish(None, major=True)
+        self._load_new(now)
+
+    def _pretrain(self, timeline: Timeline) -> PretrainReport:
+        """The demo's bootstrap: a full retrain of the first part, checkpointed."""
         started = time.perf_counter()
         first = [
             Interaction(u, i, int(t))
@@ -112,17 +138,9 @@ class TrainerLane:
             model.tensors(), model.trainer.optimizer.state_dict(), model.items, model.histories,
             TrainerState(),
         )
-        self.now = now
-        store = ModelStore(s.store_dir)
-        self.trainer = ReplayTrainer(
-            s, s.model, StorePublisher(store, s.model_name, self._clock), self._clock
-        )
-        self.trainer.publish(None, major=True)
-        self.pretrain = PretrainReport(len(first), result.report.epochs,
-                                       result.report.best_epoch,
-                                       round(time.perf_counter() - started, 1),
-                                       {k: round(v, 4) for k, v in result.validation.items()})
-        self._load_new(now)
+        return PretrainReport(len(first), result.report.epochs, result.report.best_epoch,
+                              round(time.perf_counter() - started, 1),
+                              {k: round(v, 4) for k, v in result.validation.items()})
 
     def _clock(self) -> float:
         return self.now
@@ -167,6 +185,15 @@ class TrainerLane:
         return current
 
 
+def _pretrain_key(timeline: Timeline, settings: TrainSettings) -> str:
+    digest = hashlib.sha256(settings.model.model_dump_json().encode())
+    digest.update(str(settings.item_limits()).encode())
+    for values in (timeline.first_users, timeline.first_items):
+        digest.update("\x1f".join(values).encode())
+    digest.update(timeline.first_times.tobytes())
+    return digest.hexdigest()[:20]
+
+
 def _envelope(timeline: Timeline, j: int) -> Envelope[InteractionEvent]:
     t = float(timeline.times[j])
     event = InteractionEvent(
@@ -178,10 +205,16 @@ def _envelope(timeline: Timeline, j: int) -> Envelope[InteractionEvent]:
 
 
 def train_settings(work: Path, pretrain_budget_s: float, publish_every_s: float,
-                   threads: int) -> TrainSettings:
-    """The trainer's defaults, with the replay's folders, pre-training budget and cadence."""
+                   threads: int, overrides: dict[str, Any] | None = None) -> TrainSettings:
+    """The trainer's defaults, with the replay's folders, pre-training budget and cadence, and
+    `overrides` (`model.<field>` for the session model's configuration), validated."""
+    model_fields = {k[len("model."):]: v for k, v in (overrides or {}).items()
+                    if k.startswith("model.")}
+    fields = {k: v for k, v in (overrides or {}).items() if not k.startswith("model.")}
     base = TrainSettings(state_dir=work / "state", store_dir=work / "store",
                          publish_every_s=publish_every_s, threads=threads)
-    model = base.model.model_copy(update={"time_budget_s": pretrain_budget_s,
-                                          "threads": threads})
-    return base.model_copy(update={"model": model})
+    model = SessionTransformerConfig.model_validate({
+        **base.model.model_dump(), "time_budget_s": pretrain_budget_s, "threads": threads,
+        **model_fields,
+    })
+    return TrainSettings.model_validate({**base.model_dump(), **fields, "model": model})
