@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Literal, cast
 
 import typer
 
@@ -259,6 +260,15 @@ def bench_live_offline(
     popularity_bucket_s: float | None = typer.Option(
         None, help="Popularity bucket (default: 60 s on a replay clock, an hour otherwise)."
     ),
+    shift_at: float | None = typer.Option(
+        None, min=0.0, max=1.0, help="The demo's preference shift from this share of the "
+        "replayed events on (item ids permuted).",
+    ),
+    shift_items: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of ids permuted."),
+    ranker_labels: str = typer.Option(
+        "monitor", help="monitor: the monitor's grades; next: the next item only; window: "
+        "every item of the window (no attribution to what was shown)."
+    ),
     attribution_window_s: float | None = typer.Option(
         None, help="Window hits (default: 4 s on a replay clock, 30 minutes otherwise)."
     ),
@@ -277,6 +287,8 @@ def bench_live_offline(
     from bench.live_offline.run import Options, run
     from bench.live_offline.timeline import Clock
 
+    if ranker_labels not in ("monitor", "next", "window"):
+        raise typer.BadParameter("--ranker-labels is monitor, next or window")
     clock = Clock(rate=rate or None, lead_s=lead_s, pipeline_s=pipeline_s, load_s=load_s,
                   user_gap_s=user_gap_s, restamp_history=restamp_history)
     run(json_path, Options(
@@ -285,7 +297,9 @@ def bench_live_offline(
         pretrain_budget_s=pretrain_budget_s, publish_every_s=publish_every_s, learn=learn,
         arms=tuple(a.strip() for a in arms.split(",") if a.strip()), salt=salt, seed=seed,
         pretrain_cache=pretrain_cache, exclude_history=exclude_history,
-        serve=_assignments(serve), train=_assignments(train),
+        serve=_assignments(serve), train=_assignments(train), shift_at=shift_at,
+        shift_items=shift_items,
+        ranker_labels=cast(Literal["monitor", "next", "window"], ranker_labels),
     ))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from models.store import ModelStore
 from online_trainer.ranker_training import RankerTraining
@@ -35,12 +36,21 @@ class RankerLane:
     window_s: float
     lateness_s: float
     load_s: float
+    labels: Literal["monitor", "next", "window"] = "monitor"
+    """`monitor`: the monitor's grades (each interaction within the window credits one answer:
+    the newest that showed the item, else the newest that logged it); diagnostics that do not
+    depend on what was shown: `next`, the request's own next item graded 1; `window`, every
+    item the user interacted with within the window graded 1."""
     labeller: ExampleLabeller = field(init=False)
     training: RankerTraining = field(init=False)
     queued: list[RankerExample] = field(default_factory=list)
     published: list[tuple[float, PublishedRanker]] = field(default_factory=list)
     labelled: int = 0
+    target_positives: int = 0
+    """Positive grades that are the request's own next item (the strict hit's target)."""
+    positives: int = 0
     _watermark: float = 0.0
+    _targets: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -51,10 +61,14 @@ class RankerLane:
             min_lists=s.ranker_min_lists,
         )
 
-    def log(self, answers: Sequence[Answer]) -> None:
-        for answer in answers:
+    def log(self, answers: Sequence[Answer],
+            targets: Sequence[tuple[str, frozenset[str]]]) -> None:
+        """The answers' logged vectors start waiting; `targets`: each one's next item and the
+        items of its window."""
+        for answer, target in zip(answers, targets, strict=True):
             if answer.features is not None:
                 self.labeller.add_features(answer.features)
+                self._targets[answer.features.request_id] = target
 
     def interaction(self, user: str, item: str, at: float, credited: str | None) -> None:
         """The user's event; `credited`: the request whose answer showed the item (the client
@@ -69,7 +83,7 @@ class RankerLane:
 
     def micro_batch(self, now: float) -> None:
         """The monitor publishes what closed; the trainer's ranker loop takes one batch."""
-        self.queued.extend(self.labeller.expire(self._watermark))
+        self.queued.extend(self._graded(e) for e in self.labeller.expire(self._watermark))
         if not self.queued:
             return
         step = self.training.step(self.queued, now)
@@ -78,6 +92,19 @@ class RankerLane:
         if step.update is not None:
             ranker = load_ranker(self.training.store, step.update)
             self.published.append((now + self.load_s, ranker))
+
+    def _graded(self, example: RankerExample) -> RankerExample:
+        target, window = self._targets.pop(example.request_id)
+        self.positives += sum(1 for g in example.grades if g > 0)
+        self.target_positives += sum(
+            1 for c, g in zip(example.candidates, example.grades, strict=True)
+            if g > 0 and c == target
+        )
+        if self.labels == "monitor":
+            return example
+        wanted = {target} if self.labels == "next" else window
+        grades = [1 if c in wanted else 0 for c in example.candidates]
+        return example.model_copy(update={"grades": grades})
 
     def current(self, now: float) -> PublishedRanker | None:
         serving = None

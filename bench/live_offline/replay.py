@@ -93,7 +93,7 @@ def replay(
                 records[arm].add(items, timeline.items[i], targets.window[i], targets.tied[i],
                                  answer.response.strategy, targets.k)
             if arm == "ranker" and ranker is not None:
-                ranker.log(answers)
+                ranker.log(answers, [(timeline.items[i], targets.window[i]) for i in positions])
                 _deliver(timeline, ranker, positions,
                          [{s.item_id for s in a.response.items} for a in answers])
                 ranker.micro_batch(float(timeline.slots[positions[-1]]))

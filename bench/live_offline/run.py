@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ from bench.live_offline.replay import ReplayResult, Targets, replay
 from bench.live_offline.timeline import Clock, Timeline, build, ordered, tied_items, window_items
 from bench.live_offline.versions import TrainerLane, train_settings
 from bench.report import print_table, write_result
+from deploy.demo.traffic import ItemRemap
 from deploy.generators.dataset_replay import frame_items
 from models.datasets import load_interactions_csv, load_ml100k, load_ml100k_items
 from serving.item_catalog import ItemCatalog
@@ -62,6 +63,13 @@ class Options:
     """ServeSettings fields replaced (e.g. new_item_slots)."""
     train: dict[str, Any] = field(default_factory=dict)
     """TrainSettings fields replaced; `model.<field>` for the session model's configuration."""
+    shift_at: float | None = None
+    """The demo's preference shift from this share of the replayed events on: a share
+    `shift_items` of the item ids permuted among themselves (deploy.demo.traffic.ItemRemap)."""
+    shift_items: float = 1.0
+    ranker_labels: Literal["monitor", "next", "window"] = "monitor"
+    """Diagnostics: `next` or `window` grade the ranker's lists without the monitor's
+    attribution to what was shown (ranker_lane.RankerLane.labels)."""
 
     def bucket_s(self) -> float:
         if self.popularity_bucket_s is not None:
@@ -78,7 +86,7 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
     started = time.perf_counter()
     frame = ordered(_frame(options))
     first = frame.iloc[: int(len(frame) * options.start_share)]
-    replayed = frame.iloc[len(first) : int(len(frame) * options.end_share)]
+    replayed = _shifted(frame.iloc[len(first) : int(len(frame) * options.end_share)], options)
     timeline = build(first, replayed, options.clock)
     with tempfile.TemporaryDirectory(prefix="streamrec-live-offline-") as work:
         result, lane, ranker = _replay(Path(work), timeline, options)
@@ -92,6 +100,7 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
         "replayed_events": len(timeline),
         "pretrain": asdict(lane.pretrain) if lane.pretrain else None,
         "versions_published": len(lane.versions),
+        "trainer": _trainer_report(lane),
         "arms": summary["assigned"]["arms"],
         "ratios": summary["assigned"]["ratios"],
         "ratios_window": summary["assigned"]["ratios_window"],
@@ -112,6 +121,16 @@ def _frame(options: Options) -> pd.DataFrame:
     return load_ml100k()
 
 
+def _shifted(replayed: pd.DataFrame, options: Options) -> pd.DataFrame:
+    if options.shift_at is None:
+        return replayed
+    remap = ItemRemap(replayed["item_id"].astype(str), options.shift_items, options.seed)
+    out = replayed.reset_index(drop=True).copy()
+    cut = int(len(out) * options.shift_at)
+    out.loc[cut:, "item_id"] = [remap(str(i)) for i in out["item_id"].iloc[cut:]]
+    return out
+
+
 def _catalog(options: Options, at: float) -> ItemCatalog | None:
     if options.interactions is not None:
         return None
@@ -123,7 +142,7 @@ def _catalog(options: Options, at: float) -> ItemCatalog | None:
 def _replay(
     work: Path, timeline: Timeline, options: Options
 ) -> tuple[ReplayResult, TrainerLane, RankerLane | None]:
-    serve = ServeSettings().model_copy(update=options.serve)
+    serve = ServeSettings.model_validate({**ServeSettings().model_dump(), **options.serve})
     settings = train_settings(work, options.pretrain_budget_s, options.publish_every_s,
                               options.threads, options.train)
     lane = TrainerLane(settings, serve, options.clock.load_s)
@@ -137,7 +156,8 @@ def _replay(
     ranker = None
     if "ranker" in options.arms:
         ranker = RankerLane(work / "ranker", settings, options.window_s(),
-                            lateness_s=1.0, load_s=options.clock.load_s)
+                            lateness_s=1.0, load_s=options.clock.load_s,
+                            labels=options.ranker_labels)
     targets = Targets(window_items(timeline, options.window_s()), tied_items(timeline))
     result = replay(timeline, view, reader, arms, lane, ranker, targets, options.learn,
                     options.batch_requests, options.exclude_history)
@@ -168,7 +188,22 @@ def _protocol(options: Options) -> dict[str, Any]:
         "arms": list(options.arms), "assignment_salt": options.salt,
         "batch_requests": options.batch_requests, "seed": options.seed,
         "exclude_history": options.exclude_history, "serve": options.serve,
-        "train": options.train,
+        "train": options.train, "shift_at": options.shift_at,
+        "shift_items": options.shift_items, "ranker_labels": options.ranker_labels,
+    }
+
+
+def _trainer_report(lane: TrainerLane) -> dict[str, Any] | None:
+    """The trainer's own prequential figures (scored before learning, never served) and its
+    gate: what online learning gained before publication cadence and gate decided."""
+    trainer = lane.trainer
+    if trainer is None:
+        return None
+    decisions = trainer.decisions
+    return {
+        "prequential": {k: round(v, 4) for k, v in trainer.running.summary().items()},
+        "gate_runs": len(decisions),
+        "gate_held": sum(1 for d in decisions if not d.publish),
     }
 
 
@@ -178,6 +213,9 @@ def _ranker_report(ranker: RankerLane | None) -> dict[str, Any] | None:
     decisions = ranker.training.decisions
     return {
         "labelled_lists": ranker.labelled,
+        "labels": ranker.labels,
+        "positive_grades": ranker.positives,
+        "positive_grades_on_next_item": ranker.target_positives,
         "gate_runs": len(decisions),
         "promotions": len(ranker.published),
         "last_decision": {"promote": decisions[-1].promote,

@@ -8,6 +8,9 @@ no rate they are the dataset's own timestamps. The history a request sees is the
 events applied by its slot, which for a user acting in a burst (ML-100K users rate dozens of
 films within seconds, in consecutive rows) leaves out that user's newest events.
 
+A user-paced schedule (deploy.generators.replay_schedule) holds a user's next request until
+their previous event has been published, so their history holds it.
+
 The pre-training part is history when the replay starts (the demo's backfill): its events keep
 their gaps and end `BACKFILL_AGE_S` before the first slot.
 """
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
+from deploy.generators.replay_schedule import request_times
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -95,7 +100,7 @@ def build(first: pd.DataFrame, replayed: pd.DataFrame, clock: Clock) -> Timeline
         slots = original - clock.lead_s
     else:
         start = (first_t[-1] if len(first_t) else 0.0) + BACKFILL_AGE_S
-        slots = _paced(users, start, clock)
+        slots = request_times(users, start, clock.rate, clock.lead_s, clock.user_gap_s)
         if clock.restamp_history and len(first_t):
             first_t = start - BACKFILL_AGE_S - np.arange(len(first_t))[::-1] / clock.rate
     order = np.argsort(slots, kind="stable")
@@ -119,20 +124,6 @@ def build(first: pd.DataFrame, replayed: pd.DataFrame, clock: Clock) -> Timeline
         first_items=[str(i) for i in first["item_id"]],
         first_times=first_t,
     )
-
-
-def _paced(users: list[str], start: float, clock: Clock) -> FloatArray:
-    """Slots at the replay rate; with `user_gap_s`, a user's request waits until that long
-    after the user's previous event was published (other users' events go on meanwhile)."""
-    assert clock.rate is not None
-    slots = start + np.arange(len(users), dtype=np.float64) / clock.rate
-    if clock.user_gap_s is None:
-        return slots
-    published: dict[str, float] = {}
-    for i, user in enumerate(users):
-        slots[i] = max(slots[i], published.get(user, -np.inf) + clock.user_gap_s)
-        published[user] = slots[i] + clock.lead_s
-    return slots
 
 
 def _micro_batches(times: FloatArray, clock: Clock) -> tuple[IntArray, FloatArray]:

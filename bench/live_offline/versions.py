@@ -29,6 +29,7 @@ from models.session_checkpoint import row_count
 from models.session_config import SessionTransformerConfig
 from models.store import Manifest, ModelStore
 from online_trainer.checkpoint import CheckpointStore, TrainerState
+from online_trainer.gate import GateDecision
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.publisher import Publication, Publisher
 from online_trainer.retrain import full_retrain
@@ -66,10 +67,21 @@ class StorePublisher(Publisher):
 
 
 class ReplayTrainer(OnlineTrainer):
-    """The online trainer without its recovery checkpoints (a replay is not resumed)."""
+    """The online trainer without its recovery checkpoints (a replay is not resumed), keeping
+    its gate's decisions for the report."""
+
+    def __init__(self, settings: TrainSettings, publisher: Publisher,
+                 clock: Callable[[], float]) -> None:
+        self.decisions: list[GateDecision] = []
+        super().__init__(settings, settings.model, publisher, clock)
 
     def checkpoint(self) -> None:
         return None
+
+    def maybe_publish(self) -> GateDecision:
+        decision = super().maybe_publish()
+        self.decisions.append(decision)
+        return decision
 
 
 @dataclass(frozen=True)
@@ -117,9 +129,8 @@ class TrainerLane:
                 (cached / "report.json").write_text(json.dumps(asdict(self.pretrain)))
         self.now = now
         store = ModelStore(s.store_dir)
-        self.trainer = ReplayTrainer(
-            s, s.model, StorePublisher(store, s.model_name, self._clock), self._clock
-        )
+        self.trainer = ReplayTrainer(s, StorePublisher(store, s.model_name, self._clock),
+                                     self._clock)
         self.trainer.publish(None, major=True)
         self._load_new(now)
 
