@@ -99,6 +99,7 @@ def summarise(
                            "ratios": {}, "ratios_window": {}},
         "segments": {name: {a: _figures(r, mask) for a, r in records.items()}
                      for name, mask in segments.items()},
+        "by_strategy": {a: _by_strategy(r) for a, r in records.items()},
     }
     for a, b in RATIOS:
         if a not in records or b not in records:
@@ -117,6 +118,13 @@ def summarise(
                                           seed=seed)
                 out["assigned"][key][name] = _ratio(value, ci)
     return out
+
+
+def _by_strategy(record: ArmRecord) -> dict[str, dict[str, float]]:
+    """The arm's answers split by what served them (popularity fallback or its model): the
+    per-strategy table a confounded report shows, whose strategies served different users."""
+    popular = np.asarray(record.popular, dtype=np.bool_)
+    return {"popularity": _figures(record, popular), "model": _figures(record, ~popular)}
 
 
 def _ratio(value: float, ci: tuple[float, float]) -> dict[str, Any]:

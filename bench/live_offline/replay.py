@@ -10,7 +10,7 @@ item states are those of the batch's first slot (the scorer refreshes them on it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +25,7 @@ from bench.live_offline.versions import TrainerLane
 from schemas.limits import MAX_LIST_LENGTH
 from schemas.recommendations import RecommendationRequest
 from serving.model_bundle import ModelBundle
+from serving.scorer import Answer
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,13 @@ def replay(
     targets: Targets,
     learn: bool,
     batch_requests: int,
+    logged_arm: Callable[[str], str | None],
     exclude_history: bool = False,
 ) -> ReplayResult:
-    """`exclude_history`: each request also excludes the user's items older than the store's
-    sequence (a diagnostic of the scorer's seen filter, which knows the newest 50)."""
+    """`logged_arm(user)`: the arm whose answers to the user feed the ranker path (the arm the
+    user is assigned to, when it logs), as in a live experiment. `exclude_history`: each
+    request also excludes the user's items older than the store's sequence (a diagnostic of
+    the scorer's seen filter, which knows the newest 50)."""
     for user, item, t in zip(timeline.first_users, timeline.first_items, timeline.first_times,
                              strict=True):
         view.apply(user, item, float(t))
@@ -86,17 +90,15 @@ def replay(
             }))
         serving = lane.serving_at(now)
         _route(arms, lane, serving, ranker, now)
+        answered = {}
         for arm, scorer in arms.items():
-            answers = scorer.answer(requests, now)
+            answered[arm] = answers = scorer.answer(requests, now)
             for i, answer in zip(positions, answers, strict=True):
                 items = [s.item_id for s in answer.response.items]
                 records[arm].add(items, timeline.items[i], targets.window[i], targets.tied[i],
                                  answer.response.strategy, targets.k)
-            if arm == "ranker" and ranker is not None:
-                ranker.log(answers, [(timeline.items[i], targets.window[i]) for i in positions])
-                _deliver(timeline, ranker, positions,
-                         [{s.item_id for s in a.response.items} for a in answers])
-                ranker.micro_batch(float(timeline.slots[positions[-1]]))
+        if ranker is not None:
+            _feed(timeline, ranker, targets, positions, answered, logged_arm)
         reader.contexts.clear()
     return ReplayResult(records, lengths)
 
@@ -114,12 +116,22 @@ def _route(arms: Mapping[str, ArmScorer], lane: TrainerLane, serving: ModelBundl
             scorer.ranker = ranker.current(now)
 
 
-def _deliver(timeline: Timeline, ranker: RankerLane, positions: range,
-             shown: list[set[str]]) -> None:
-    for i, items in zip(positions, shown, strict=True):
+def _feed(timeline: Timeline, ranker: RankerLane, targets: Targets, positions: range,
+          answered: Mapping[str, list[Answer]], logged_arm: Callable[[str], str | None]) -> None:
+    """The logged answers start waiting for labels, then the batch's events arrive, each
+    naming its request when the answer the user saw showed the item (as the demo's client)."""
+    seen: list[Answer | None] = []
+    for k, i in enumerate(positions):
+        arm = logged_arm(timeline.users[i])
+        seen.append(answered[arm][k] if arm is not None and arm in answered else None)
+    logged = [(i, a) for i, a in zip(positions, seen, strict=True) if a is not None]
+    ranker.log([a for _, a in logged], [(timeline.items[i], targets.window[i]) for i, _ in logged])
+    for i, answer in zip(positions, seen, strict=True):
         item = timeline.items[i]
+        shown = answer is not None and any(s.item_id == item for s in answer.response.items)
         ranker.interaction(timeline.users[i], item, float(timeline.times[i]),
-                           f"q{i}" if item in items else None)
+                           f"q{i}" if shown else None)
+    ranker.micro_batch(float(timeline.slots[positions[-1]]))
 
 
 def _apply(timeline: Timeline, view: FeatureView, applied: int, upto: int) -> int:

@@ -88,11 +88,11 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
     first = frame.iloc[: int(len(frame) * options.start_share)]
     replayed = _shifted(frame.iloc[len(first) : int(len(frame) * options.end_share)], options)
     timeline = build(first, replayed, options.clock)
+    assignment = {u: arm_of(u, options.salt, {a: 1.0 for a in options.arms})
+                  for u in set(timeline.users)}
     with tempfile.TemporaryDirectory(prefix="streamrec-live-offline-") as work:
-        result, lane, ranker = _replay(Path(work), timeline, options)
-    summary = summarise(timeline.users, result.records,
-                        {u: arm_of(u, options.salt, {a: 1.0 for a in options.arms})
-                         for u in set(timeline.users)},
+        result, lane, ranker = _replay(Path(work), timeline, options, assignment)
+    summary = summarise(timeline.users, result.records, assignment,
                         _segments(timeline, result), options.seed)
     out: dict[str, Any] = {
         "dataset": str(options.interactions) if options.interactions else "ml-100k",
@@ -106,6 +106,7 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
         "ratios_window": summary["assigned"]["ratios_window"],
         "counterfactual": summary["counterfactual"],
         "segments": summary["segments"],
+        "by_strategy": summary["by_strategy"],
         "ranker": _ranker_report(ranker),
         "live_offline_gap": None,
         "wall_s": round(time.perf_counter() - started, 1),
@@ -140,7 +141,7 @@ def _catalog(options: Options, at: float) -> ItemCatalog | None:
 
 
 def _replay(
-    work: Path, timeline: Timeline, options: Options
+    work: Path, timeline: Timeline, options: Options, assignment: dict[str, str]
 ) -> tuple[ReplayResult, TrainerLane, RankerLane | None]:
     serve = ServeSettings.model_validate({**ServeSettings().model_dump(), **options.serve})
     settings = train_settings(work, options.pretrain_budget_s, options.publish_every_s,
@@ -151,8 +152,8 @@ def _replay(
     view = FeatureView(options.bucket_s())
     reader = ReplayReader()
     catalog = _catalog(options, start)
-    arms = {arm: arm_scorer(reader, serve, catalog, logged=arm == "ranker")
-            for arm in options.arms}
+    logs = _LOGGING_ARMS if "ranker" in options.arms else ()
+    arms = {arm: arm_scorer(reader, serve, catalog, logged=arm in logs) for arm in options.arms}
     ranker = None
     if "ranker" in options.arms:
         ranker = RankerLane(work / "ranker", settings, options.window_s(),
@@ -160,8 +161,18 @@ def _replay(
                             labels=options.ranker_labels)
     targets = Targets(window_items(timeline, options.window_s()), tied_items(timeline))
     result = replay(timeline, view, reader, arms, lane, ranker, targets, options.learn,
-                    options.batch_requests, options.exclude_history)
+                    options.batch_requests, lambda u: _logged(assignment[u]),
+                    options.exclude_history)
     return result, lane, ranker
+
+
+_LOGGING_ARMS = ("model", "ranker")
+"""Arms whose answers feed the ranker path: the live version's, in retrieval order or the
+ranker's (the frozen version's lists would be of another version)."""
+
+
+def _logged(arm: str) -> str | None:
+    return arm if arm in _LOGGING_ARMS else None
 
 
 def _segments(timeline: Timeline, result: ReplayResult) -> dict[str, npt.NDArray[np.bool_]]:
