@@ -4,6 +4,7 @@ the real trainer and scorer code."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +165,15 @@ def test_the_trainer_publishes_versions_the_model_arm_then_serves(tmp_path: Path
     out = run(tmp_path / "out.json", _options(tmp_path, learn=True, publish_every_s=5.0))
     assert out["versions_published"] > 1
     assert out["counterfactual"]["arms"]["model"]["answers"] == out["replayed_events"]
+
+
+def test_until_a_ranker_is_published_the_ranker_arm_answers_in_retrieval_order(
+    tmp_path: Path,
+) -> None:
+    options = replace(_options(tmp_path, learn=True, publish_every_s=5.0),
+                      arms=("popularity", "model", "ranker"),
+                      train={**_TINY, "ranker_min_lists": 100_000})
+    out = run(tmp_path / "out.json", options)
+    arms = out["counterfactual"]["arms"]
+    assert arms["ranker"] == arms["model"]
+    assert out["ranker"]["labelled_lists"] > 0 and out["ranker"]["promotions"] == 0
