@@ -54,11 +54,6 @@ class RankerTraining:
     gate_every: int = 10
     min_gain: float = 0.0
     min_lists: int = 50
-    judge_retrieval_order_only: bool = False
-    """Judge only on lists that were served in retrieval order (no ranker version): the
-    monitor credits an interaction to the newest answer that showed the item, so the lists a
-    ranker served collect positives on what it put on top, and retrieval order judged on them
-    looks worse than it is; on retrieval-order lists the bias runs against the ranker."""
     model_name: str = RANKER_MODEL_NAME
     config: LoggedRankerConfig = field(default_factory=LoggedRankerConfig)
     decisions: list[GateDecision] = field(default_factory=list)
@@ -66,9 +61,8 @@ class RankerTraining:
 
     def __post_init__(self) -> None:
         self.ranker = LoggedRanker(len(SERVING_FEATURE_NAMES), self.config)
-        self._held_back: deque[tuple[GradedList, str, bool]] = deque()
-        """Held-back lists with the major version of the retriever that produced them and
-        whether they were served in retrieval order."""
+        self._held_back: deque[tuple[GradedList, str]] = deque()
+        """Held-back lists with the major version of the retriever that produced them."""
         self._batches = 0
 
     def step(self, examples: Sequence[RankerExample], now: float | None = None) -> RankerStep:
@@ -84,10 +78,7 @@ class RankerTraining:
         if self._batches % self.gate_every:
             return RankerStep(len(leaving), rejected)
         retriever = self._held_back[-1][1] if self._held_back else ""
-        judged = [
-            graded for graded, major, plain in self._held_back
-            if major == retriever and (plain or not self.judge_retrieval_order_only)
-        ]
+        judged = [graded for graded, major in self._held_back if major == retriever]
         decision = gate(self.ranker, judged, self.min_gain, self.min_lists)
         self.decisions.append(decision)
         logger.info(
@@ -126,7 +117,7 @@ class RankerTraining:
 
 def _graded(
     examples: Sequence[RankerExample],
-) -> tuple[list[tuple[GradedList, str, bool]], list[tuple[RankerExample, ValueError]]]:
+) -> tuple[list[tuple[GradedList, str]], list[tuple[RankerExample, ValueError]]]:
     lists, rejected = [], []
     for example in examples:
         try:
@@ -139,5 +130,5 @@ def _graded(
             rejected.append((example, error))
             continue
         graded = GradedList(matrix, np.asarray(grades, dtype=np.int64))
-        lists.append((graded, major_part(example.model_version), example.ranker_version is None))
+        lists.append((graded, major_part(example.model_version)))
     return lists, rejected

@@ -79,7 +79,6 @@ class TrainerService:
             gate_every=settings.ranker_gate_every,
             min_gain=settings.ranker_min_gain,
             min_lists=settings.ranker_min_lists,
-            judge_retrieval_order_only=settings.ranker_gate_retrieval_order_only,
         )
         self.ranker_loop = self._ranker_loop() if settings.ranker_enabled else None
         self._retrain: threading.Thread | None = None

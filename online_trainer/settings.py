@@ -145,13 +145,6 @@ class TrainSettings(ServiceSettings):
         50, ge=2, le=100_000, description="Held-back lists with a positive grade the gate "
         "needs before it may promote.",
     )
-    ranker_gate_retrieval_order_only: bool = Field(
-        False, description="The ranker gate judges only held-back lists served in retrieval "
-        "order. The monitor credits an interaction to the newest answer that showed the item, "
-        "so lists a ranker served collect positives on what it put on top and make it look "
-        "better than retrieval order on them; where an experiment keeps a retrieval-order arm, "
-        "its lists judge the ranker without that bias (on them it runs against the ranker).",
-    )
     alert_max_age_s: float = Field(
         600.0, gt=0, description="How far back a new alerts group starts reading (an existing "
         "group resumes at its commit, so an alert still pending is read again however old)."

@@ -59,7 +59,6 @@ class RankerLane:
             ModelStore(self.store_dir), held_back=s.ranker_held_back,
             gate_every=s.ranker_gate_every, min_gain=s.ranker_min_gain,
             min_lists=s.ranker_min_lists,
-            judge_retrieval_order_only=s.ranker_gate_retrieval_order_only,
         )
 
     def log(self, answers: Sequence[Answer],

@@ -72,15 +72,6 @@ def test_the_gate_judges_only_lists_of_the_newest_retrieval_major(tmp_path: Path
     assert not step.decision.promote and "need 50" in step.decision.reason
 
 
-def test_the_gate_can_judge_only_lists_served_in_retrieval_order(tmp_path: Path) -> None:
-    training = RankerTraining(ModelStore(tmp_path), held_back=400, gate_every=1, min_lists=50,
-                              judge_retrieval_order_only=True)
-    ranked = [e.model_copy(update={"ranker_version": "1.3"}) for e in _examples(300, seed=0)]
-    training.step(ranked, now=T0)
-    step = training.step(_examples(40, seed=1), now=T0)
-    assert step.decision is not None and step.decision.lists == 40  # the ranker's 300 left out
-
-
 def test_without_a_signal_nothing_is_published(tmp_path: Path) -> None:
     training = RankerTraining(ModelStore(tmp_path), held_back=100, gate_every=2, min_gain=0.02)
     for epoch in range(3):
