@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import multiprocessing
 import os
 import shutil
@@ -42,6 +43,7 @@ import redis
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.calibration import Calibration, per_reference_time
 from bench.load import InteractionDraw
 from bench.report import percentile, print_table, write_result
 from deploy.local.settings import LocalStackSettings
@@ -211,7 +213,7 @@ def _aof_rewrites(admin: redis.Redis) -> int:
 
 def _script_usec(admin: redis.Redis) -> float:
     """Redis's time in script calls (the feature worker's merges) since its stats were reset."""
-    return float(admin.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0))
+    return float(admin.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
 
 
 def _measure(
@@ -338,6 +340,7 @@ def run(
     ingest_rate: float,
     ingest_nice: int = 10,
     scorers: int = 1,
+    runs: int = 1,
 ) -> None:
     """Measures every rate twice in one run: all processes at equal CPU priority (`by_rate`),
     then with the ingest side (feature worker, event generator) at `ingest_nice`
@@ -390,12 +393,12 @@ def run(
         ]
         processes = _processes(local, scorer_pids, worker.pid, ingest_pids[1:])
         gc.freeze()  # this process imported torch: its gen-2 collections would delay timestamps
-        result = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
+        result = _run_rates(kafka, rates, seconds, worker, (processes, port, admin), runs)
         result["setup"] = _setup(scorers)
         result.update(_worker_windows())
         if ingest_nice > 0 and ingest_rate > 0:
             _renice(ingest_pids, ingest_nice)
-            niced = _run_rates(kafka, rates, seconds, worker, (processes, port, admin))
+            niced = _run_rates(kafka, rates, seconds, worker, (processes, port, admin), runs)
             result["by_rate_ingest_niced"] = niced["by_rate"]
             result["ingest_niced_achieved_per_s"] = niced["ingest_achieved_per_s"]
             result["ingest_nice"] = ingest_nice
@@ -410,8 +413,29 @@ def run(
         "catalog_items": catalog_items, "ingest_rate": ingest_rate, "scorers": scorers, **result,
         **_stages(result, ranker),
     }
-    write_result(json_path, result)
+    write_result(json_path, result, lambda c: normalised(result, c))
     _print(result)
+
+
+def normalised(result: dict[str, Any], calibration: Calibration) -> dict[str, Any]:
+    """Latencies as the reference machine would have measured them: serving is part Python,
+    part torch, so each is divided by the geometric mean of the two workloads' slowdowns; the
+    feature worker's Redis time by the Python one."""
+    slow = calibration.mixed_slowdown
+
+    def times(values: list[float | None]) -> list[float | None]:
+        return [None if v is None else round(per_reference_time(v, slow), 2) for v in values]
+
+    return {
+        "by_rate": {
+            rate: {"p50_ms_runs": times(f["p50_ms_runs"]), "p99_ms_runs": times(f["p99_ms_runs"])}
+            for rate, f in result["by_rate"].items()
+        },
+        "redis_script_us_per_ingested_event": round(per_reference_time(
+            result["redis_script_us_per_ingested_event"], calibration.python_slowdown
+        ), 1),
+        "mixed_slowdown": round(slow, 3),
+    }
 
 
 def _processes(
@@ -439,16 +463,29 @@ def _stages(result: dict[str, Any], ranker: ModelUpdate) -> dict[str, Any]:
     return {"stages": stages, "ranker": f"{LoggedRanker.name} {ranker.version}"}
 
 
+def _spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One rate's runs: the figures of its median run by p99, with every run's p50 and p99."""
+    ranked = sorted(runs, key=lambda r: math.inf if r["p99_ms"] is None else r["p99_ms"])
+    return {
+        **ranked[(len(ranked) - 1) // 2],
+        "runs": len(runs),
+        "p50_ms_runs": [r["p50_ms"] for r in runs],
+        "p99_ms_runs": [r["p99_ms"] for r in runs],
+    }
+
+
 def _run_rates(
     kafka: KafkaConnection,
     rates: list[float],
     seconds: float,
     worker: WorkerProcess,
     watched: tuple[dict[str, int], int, redis.Redis],
+    runs: int = 1,
 ) -> dict[str, Any]:
-    """`watched`: the processes whose CPU is measured (the scorers among them), the first
-    scorer's metrics port (its own batch latency: `scorer_internal_latency_ms`) and an admin
-    client of Redis."""
+    """Every rate `runs` times (the rates in turn, then again), so that a passing disturbance
+    shows as one slow run, not as one slow rate. `watched`: the processes whose CPU is measured
+    (the scorers among them), the first scorer's metrics port (its own batch latency:
+    `scorer_internal_latency_ms`) and an admin client of Redis."""
     processes, port, admin = watched
     tracker, stop = Tracker(), threading.Event()
     consumer = _responses_consumer(kafka)
@@ -459,9 +496,11 @@ def _run_rates(
         _measure(kafka, tracker, 20.0, 1.0, (processes, admin))
         applied_before, started = settled(worker.metrics()), time.perf_counter()
         script_before = _script_usec(admin)
-        by_rate = {
-            f"{r:g}": _measure(kafka, tracker, r, seconds, (processes, admin)) for r in rates
-        }
+        measured: dict[str, list[dict[str, Any]]] = {f"{r:g}": [] for r in rates}
+        for _ in range(runs):
+            for r in rates:
+                measured[f"{r:g}"].append(_measure(kafka, tracker, r, seconds, (processes, admin)))
+        by_rate = {rate: _spread(figures) for rate, figures in measured.items()}
         applied = settled(worker.metrics()) - applied_before
         ingested = applied / (time.perf_counter() - started)
         script_us = (_script_usec(admin) - script_before) / max(applied, 1)
@@ -526,6 +565,10 @@ def _print(result: dict[str, Any]) -> None:
              f"{result['redis_script_us_per_ingested_event']:g}")]
     for rate, figures in result["by_rate"].items():
         rows.append(_row(f"@{rate} req/s p50 / p99 ms", figures))
+        if figures["runs"] > 1:
+            p99s = sorted(p for p in figures["p99_ms_runs"] if p is not None)
+            rows.append((f"@{rate} req/s p99 ms over {figures['runs']} runs (min / median / max)",
+                         f"{p99s[0]} / {p99s[len(p99s) // 2]} / {p99s[-1]}" if p99s else "-"))
         cores = ", ".join(f"{name} {n:.2f}" for name, n in figures["cpu_cores"].items())
         rows.append((f"@{rate} req/s cores used", cores))
     for rate, figures in result.get("by_rate_ingest_niced", {}).items():

@@ -6,12 +6,12 @@ is within 2% (relative) of the best one the run reached. Test metrics of the res
 weights are reported beside, on the held-out last item. Run with
 ``python -m bench.train`` or ``streamrec bench train``; writes bench/results/train_ml100k.json.
 
-``run_sharded`` measures the hybrid-parallel retrain (online_trainer.distributed) under torchrun:
-examples/s and validation NDCG@10 on 1 and 2 processes over the same ML-100K window and epochs,
-the scaling efficiency, the sharding plan, examples/s and NDCG@10 against the batch size (the
-large-batch recipe of SessionTransformerConfig.scaled_to_batch), and the capacity figure: the
-largest item table that 2 processes train sharded under a per-process embedding budget that
-one process refuses.
+``run_sharded`` measures the hybrid-parallel retrain (online_trainer.distributed, TorchRec) under
+torchrun: examples/s and validation NDCG@10 on 1 and 2 processes over the same ML-100K window and
+epochs, the scaling efficiency, the sharding plan TorchRec's planner chose and the bytes each
+process holds, examples/s and NDCG@10 against the batch size (the large-batch recipe of
+SessionTransformerConfig.scaled_to_batch), and the capacity figure: the largest item table that
+2 processes train sharded under a per-process budget that one process refuses.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import platform
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.report import write_result
 
 log = logging.getLogger(__name__)
 DEFAULT_JSON = Path("bench/results/train_ml100k.json")
@@ -109,13 +111,23 @@ def run_sharded(
         _window_run(work, config, 1, "one")
     )
     two = _window_run(work, config, 2, "two")
+    plan = json.loads((work / "two" / "plan.json").read_text())
     return {
-        "engine": "ddp",
+        "engine": "torchrec",
         "dataset": "ml-100k (all events, validation = each user's last)",
         "epochs": epochs,
         "by_processes": {"1": one, "2": two},
+        "ndcg@10_ratio_2_to_1": round(two["ndcg@10"] / max(one["ndcg@10"], 1e-12), 3),
         "scaling_efficiency": round(two["examples_per_s"] / (2 * one["examples_per_s"]), 3),
-        "sharding": json.loads((work / "two" / "plan.json").read_text()),
+        "sharding": plan["tables"],
+        "bytes_per_process": {
+            "embedding_weights": {"1": one["embedding_bytes_by_rank"],
+                                  "2": two["embedding_bytes_by_rank"]},
+            "planned_storage": {"1": one["planned_storage_bytes_by_rank"],
+                                "2": two["planned_storage_bytes_by_rank"]},
+            "planned_storage_counts": "TorchRec planner: weights, row-wise Adagrad state, "
+                                      "the step's lookups (batch and whole catalog)",
+        },
         "by_batch_size": by_batch,
         "capacity": _capacity(work, config, budget_bytes),
         "cpu_count": os.cpu_count(),
@@ -128,6 +140,7 @@ def _window_run(work: Path, config: Any, nproc: int, name: str) -> dict[str, Any
 
     result = launch_distributed(work / "data.json", config.model_dump_json(), work / name, nproc)
     validation: dict[str, float] = result["validation"]  # type: ignore[assignment]
+    by_rank: list[dict[str, int]] = result["by_rank"]  # type: ignore[assignment]
     return {
         "examples_per_s": round(float(result["examples_per_s"]), 1),  # type: ignore[arg-type]
         "ndcg@10": round(validation["ndcg@10"], 4),
@@ -135,46 +148,70 @@ def _window_run(work: Path, config: Any, nproc: int, name: str) -> dict[str, Any
         "train_s": round(float(result["train_s"]), 1),  # type: ignore[arg-type]
         "batch_size": config.batch_size,
         "lr": config.lr,
-        "embedding_bytes_by_rank": [r["embedding_bytes"] for r in result["by_rank"]],  # type: ignore[attr-defined]
+        "embedding_bytes_by_rank": [r["embedding_bytes"] for r in by_rank],
+        "planned_storage_bytes_by_rank": [r["planned_storage_bytes"] for r in by_rank],
+        "max_rss_bytes_by_rank": [r["max_rss_bytes"] for r in by_rank],
     }
 
 
 def _capacity(work: Path, config: Any, budget_bytes: int) -> dict[str, Any]:
-    """The largest item table whose plan fits the budget on 2 processes (it cannot on 1):
-    one process is asked to train it and refuses, two train it for one short epoch."""
+    """The largest item table TorchRec's planner fits on 2 processes within the budget (it
+    cannot on 1): one process is asked to train it and refuses, two train it for one epoch."""
     import subprocess
 
-    from models.embedding_plan import PlanError
-    from online_trainer.distributed import session_plan
     from online_trainer.retrain_job import launch_distributed
 
     small = config.model_copy(update={"epochs": 1, "spectral_init": False, "eval_every": 1})
-    low, high = 1, 1 << 30
-    while low < high:
-        middle = (low + high + 1) // 2
-        try:
-            session_plan(middle, small, 2, budget_bytes)
-            low = middle
-        except PlanError:
-            high = middle - 1
-    extra = ["--synthetic-items", str(low), "--budget-bytes", str(budget_bytes)]
+    rows = _largest_fitting(small, budget_bytes, work / "planner-store")
+    extra = ["--synthetic-items", str(rows), "--budget-bytes", str(budget_bytes)]
     try:
         launch_distributed(None, small.model_dump_json(), work / "cap-1", 1, *extra)
-        one: str = "trained"
+        one: object = "trained"
     except subprocess.CalledProcessError:
-        one = json.loads((work / "cap-1" / "refused.json").read_text())["error"]
+        one = json.loads((work / "cap-1" / "refused.json").read_text())
     two = launch_distributed(None, small.model_dump_json(), work / "cap-2", 2, *extra)
     return {
         "budget_bytes_per_process": budget_bytes,
-        "budget_counts": "float32 weight + gradient + 2 AdamW moments per embedding value",
-        "item_rows": low,
+        "budget_counts": "TorchRec planner's storage estimate per process",
+        "item_rows": rows,
         "one_process": one,
         "two_processes": {
             "examples_per_s": round(float(two["examples_per_s"]), 1),  # type: ignore[arg-type]
             "by_rank": two["by_rank"],
-            "plan_bytes_per_rank": two["plan_bytes_per_rank"],
         },
     }
+
+
+def _largest_fitting(config: Any, budget_bytes: int, store: Path) -> int:
+    """Binary search of the item rows whose 2-process plan fits the budget, planning in this
+    process (a one-member process group: the planner needs one, not the processes)."""
+    import torch
+    import torch.distributed as dist
+
+    from models.sharded_session import SessionModule, apply_table_optimizer
+    from models.sharding_plan import PlanError, plan_tables
+    from online_trainer.distributed import table_optimizer
+
+    per_process = config.model_copy(update={"batch_size": max(1, config.batch_size // 2)})
+
+    def fits(rows: int) -> bool:
+        module = SessionModule(rows, per_process)
+        apply_table_optimizer(module, table_optimizer(per_process))
+        try:
+            plan_tables(module, 2, torch.device("cpu"), per_process.batch_size, budget_bytes)
+        except PlanError:
+            return False
+        return True
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    try:
+        low, high = 1, 1 << 24
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    finally:
+        dist.destroy_process_group()
+    return low
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -221,8 +258,7 @@ def main() -> None:
     started = time.perf_counter()
     result = run()
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    DEFAULT_JSON.parent.mkdir(parents=True, exist_ok=True)
-    DEFAULT_JSON.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(DEFAULT_JSON, result)
     print_table(result)
 
 

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from cli import bench, catalog, demo, evaluate, sample, services, stack
+from cli import bench, catalog, demo, evaluate, helm, sample, services, stack
 
 app = typer.Typer(
     name="streamrec",
@@ -32,6 +32,7 @@ app.command("status")(stack.status)
 app.command("client-config")(stack.client_config)
 app.add_typer(catalog.topics_app, name="topics")
 app.add_typer(catalog.schemas_app, name="schemas")
+app.add_typer(helm.helm_app, name="helm")
 app.command("produce-sample")(sample.produce_sample)
 app.command("stream")(services.stream)
 app.command("train")(services.train)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Literal, cast
@@ -10,6 +9,14 @@ from typing import Literal, cast
 import typer
 
 app = typer.Typer(help="Benchmarks; each writes JSON into bench/results/.", no_args_is_help=True)
+
+
+@app.callback()
+def _calibrate() -> None:
+    """Every benchmark starts by timing the host's calibration workloads (bench/calibration.py)."""
+    from bench.calibration import begin
+
+    begin()
 
 
 @app.command("kafka")
@@ -149,8 +156,9 @@ def bench_train(
         print_sharded(scaling)
         result.update(scaling)
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    from bench.report import write_result
+
+    write_result(json_path, result)
 
 
 @app.command("archive")
@@ -195,6 +203,10 @@ def bench_serve(
         1, min=1, max=4, help="Scorer processes in one consumer group (rec.requests has 4 "
         "partitions).",
     ),
+    runs: int = typer.Option(
+        1, min=1, max=50, help="Times each rate is measured (the rates in turn, then again): "
+        "the JSON keeps every run's p50 and p99 and the median run's figures.",
+    ),
 ) -> None:
     """Request -> response latency (p50/p99) of scorer processes at several offered rates."""
     from bench.serve import run
@@ -207,6 +219,7 @@ def bench_serve(
         ingest_rate=ingest_rate,
         ingest_nice=ingest_nice,
         scorers=scorers,
+        runs=runs,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,12 @@ def eval_command(
     ),
 ) -> None:
     """Leave-one-out, full-ranking evaluation of every model and baseline."""
+    from bench.calibration import begin
+    from bench.report import write_result
     from models.evaluation import evaluate_dataset, load_frame, load_items
     from models.session_config import SessionTransformerConfig
 
+    begin()
     if (dataset is None) == (interactions is None):
         raise typer.BadParameter("give exactly one of --dataset or --interactions")
     name, frame = load_frame(dataset, interactions)
@@ -53,8 +55,7 @@ def eval_command(
                               items=load_items(dataset), rankers=None if rankers else [],
                               variants=variants)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        write_result(json_path, report)
     _print_eval(report)
 
 

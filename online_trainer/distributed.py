@@ -1,17 +1,18 @@
 """Hybrid-parallel full retrain under torchrun: `python -m torch.distributed.run --nproc_per_node N
 -m online_trainer.distributed --data FILE --config JSON --out DIR`.
 
-The session Transformer's four embedding tables (item vectors, item biases, positions, gap
-buckets) are model-parallel: models.embedding_plan places each on one process or splits it by
-rows, and each process builds only its shards (models.sharded_embeddings exchanges ids and
-vectors with all_to_all_single). The dense encoder is data-parallel under
-DistributedDataParallel. Each process trains on an equal share of the users, batch_size / world
-per step, so the global batch equals the single-process one; table gradients are averaged like
-DDP averages the dense ones, and the gradient-norm clip sees the norm of the whole model.
-Early stopping uses every process's share of the validation users, gathered, so every process
-takes the same decision; the wall-clock budget is replaced by the epoch cap because clocks
-differ between processes and a divergent stop would deadlock. Each process writes only its
-shards; the launcher assembles the full model (`assemble`). Backend: gloo on CPU, NCCL on CUDA.
+The session Transformer's embedding tables (item vectors, item biases, positions, gap buckets)
+are model-parallel under TorchRec: its planner places each table whole, by rows or by columns
+within the per-process budget (models.sharding_plan), DistributedModelParallel builds only each
+process's shards (models.sharded_session), and its fused kernels train them inside the backward
+pass. The dense encoder is data-parallel (DMP wraps it in DDP) and trained by AdamW. Each
+process trains on an equal share of the users, batch_size / world per step, so the global batch
+equals the single-process one; TorchRec averages table gradients over the processes as DDP
+averages the dense ones. Early stopping uses every process's share of the validation users,
+gathered, so every process takes the same decision; the wall-clock budget is replaced by the
+epoch cap because clocks differ between processes and a divergent stop would deadlock. Each
+process writes only its shards; the launcher assembles the full model (`assemble`). Backend:
+gloo on CPU, NCCL on CUDA.
 """
 
 from __future__ import annotations
@@ -30,123 +31,47 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from safetensors.torch import load_file, save_file
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 
 from models.accelerators import default_device
-from models.embedding_plan import PlanError, TablePlan, TableSpec, bytes_per_rank, plan_tables
-from models.embeddings import padded_width
 from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequence_training import Batch, FitReport, SessionTrainer, history_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import N_GAP_BUCKETS, CausalBlock, gap_buckets
-from models.sharded_embeddings import ShardedTable, embedding_std, sharded_logits
+from models.sharded_session import (
+    SessionModule,
+    Shard,
+    ShardedSessionModel,
+    TableOptimizer,
+    apply_table_optimizer,
+    table_shapes,
+)
+from models.sharded_session import assemble as assemble_parts
+from models.sharding_plan import PlanError, SessionPlan, plan_tables
 from online_trainer.online_model import Interaction
 from online_trainer.retrain import split_recent
 from online_trainer.vocabulary import IdVocabulary, VocabularyLimits
 
 logger = logging.getLogger(__name__)
 
-# Table name -> the SessionTransformer parameter it becomes when the shards are assembled.
-TABLES = {
-    "items": "item_embedding.weight",
-    "item_bias": "item_bias",
-    "positions": "position_embedding.weight",
-    "gaps": "gap_embedding.weight",
-}
-ITEM_TABLES = ("items", "item_bias")
 SCORE_CHUNK = 512
+# Row-wise Adagrad's step shrinks with the square root of the squared gradients it has summed,
+# where Adam's stays near its rate: its rates are the config's AdamW rates times this factor,
+# chosen on the retrain window's validation users.
+ADAGRAD_LR_FACTOR = 10.0
 
 
-def session_tables(n_items: int, config: SessionTransformerConfig) -> list[TableSpec]:
-    dim = padded_width(config.dim)
-    return [
-        TableSpec("items", n_items + 1, dim),
-        TableSpec("item_bias", n_items + 1, 1),
-        TableSpec("positions", config.max_len, dim),
-        TableSpec("gaps", N_GAP_BUCKETS, dim),
-    ]
-
-
-def session_plan(
-    n_items: int, config: SessionTransformerConfig, world: int, budget_bytes: int | None = None
-) -> dict[str, TablePlan]:
-    return plan_tables(
-        session_tables(n_items, config), world, budget_bytes, followers={"item_bias": "items"}
-    )
-
-
-class DenseEncoder(nn.Module):
-    """The replicated part of the session Transformer (same parameter names)."""
-
-    def __init__(self, dim: int, config: SessionTransformerConfig) -> None:
-        super().__init__()
-        self.input_dropout = nn.Dropout(config.dropout)
-        self.input_norm = nn.LayerNorm(dim)
-        self.blocks = nn.ModuleList(
-            CausalBlock(dim, config.heads, config.ffn_multiplier, config.dropout)
-            for _ in range(config.layers)
-        )
-        self.output_norm = nn.LayerNorm(dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.input_dropout(self.input_norm(x))
-        for block in self.blocks:
-            x = block(x)
-        out: torch.Tensor = self.output_norm(x)
-        return out
-
-
-class ShardedSessionModel(nn.Module):
-    """SessionTransformer's forward and logits with sharded tables and a DDP dense encoder."""
-
-    def __init__(
-        self, n_items: int, config: SessionTransformerConfig, plans: dict[str, TablePlan],
-        group: Any, device: torch.device,
-    ) -> None:
-        super().__init__()
-        rank = dist.get_rank()
-        self.dim = padded_width(config.dim)
-        self.n_items = n_items
-        std = embedding_std(self.dim)
-
-        def table(name: str, scale: float, seed: int, padding: bool = False) -> ShardedTable:
-            return ShardedTable(
-                plans[name], rank, group, scale, config.seed * 1009 + seed, padding, device
-            )
-
-        self.items = table("items", std, 1, padding=True)
-        self.item_bias = table("item_bias", 0.0, 2)
-        self.positions = table("positions", std, 3)
-        self.gaps = table("gaps", std, 4)
-        torch.manual_seed(config.seed)
-        dense = DenseEncoder(self.dim, config).to(device)
-        self.dense = DistributedDataParallel(dense) if device.type == "cpu" else (
-            DistributedDataParallel(dense, device_ids=[device])
-        )
-
-    def tables(self) -> dict[str, ShardedTable]:
-        return {"items": self.items, "item_bias": self.item_bias,
-                "positions": self.positions, "gaps": self.gaps}
-
-    def forward(self, items: torch.Tensor, gaps_s: torch.Tensor) -> torch.Tensor:
-        length = items.shape[1]
-        positions = torch.arange(length, device=items.device)
-        x = self.items.lookup(items) * math.sqrt(self.dim)
-        x = x + self.positions.lookup(positions)[None] + self.gaps.lookup(gap_buckets(gaps_s))
-        out: torch.Tensor = self.dense(x)
-        return out
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return sharded_logits(hidden, self.items, self.item_bias)
+def table_optimizer(config: SessionTransformerConfig) -> TableOptimizer:
+    lr = config.lr * ADAGRAD_LR_FACTOR
+    return TableOptimizer("rowwise_adagrad", lr * config.item_lr_multiplier, lr,
+                          config.weight_decay)
 
 
 class ShardedSessionTrainer(SessionTrainer):
     """SessionTrainer's loss, schedule and early stopping over a ShardedSessionModel."""
 
     def __init__(
-        self, n_items: int, config: SessionTransformerConfig, plans: dict[str, TablePlan],
+        self, n_items: int, config: SessionTransformerConfig, budget_bytes: int | None = None,
         device: torch.device | None = None,
     ) -> None:
         # SessionTrainer.__init__ would build every table whole on this process: not called.
@@ -155,37 +80,41 @@ class ShardedSessionTrainer(SessionTrainer):
         self.device = device or default_device()
         if config.threads:
             torch.set_num_threads(config.threads)
-        self.plans = plans
-        self.group = dist.new_group(backend="nccl" if self.device.type == "cuda" else "gloo")
-        self.sharded = ShardedSessionModel(n_items, config, plans, self.group, self.device)
+        module = SessionModule(n_items, config)
+        apply_table_optimizer(module, table_optimizer(config))
+        self.plan: SessionPlan = plan_tables(
+            module, dist.get_world_size(), self.device, config.batch_size, budget_bytes
+        )
+        self.sharded = ShardedSessionModel(module, self.plan.plan, self.device, config.seed)
         # SessionTrainer's loss and fit call model(items, gaps) and model.logits(hidden).
         self.model = self.sharded  # type: ignore[assignment]
-        item_params = [self.sharded.items.weight, self.sharded.item_bias.weight]
-        ids = {id(p) for p in item_params}
-        rest = [p for p in self.sharded.parameters() if id(p) not in ids]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": rest, "lr": config.lr},
-             {"params": item_params, "lr": config.lr * config.item_lr_multiplier}],
-            lr=config.lr, weight_decay=config.weight_decay,
+        dense = KeyedOptimizerWrapper(
+            self.sharded.dense_parameters(),
+            lambda params: torch.optim.AdamW(
+                params, lr=config.lr, weight_decay=config.weight_decay
+            ),
         )
+        # One optimizer for the schedule: the dense AdamW and the tables' fused one (whose rate
+        # the kernels read at every zero_grad and step).
+        self.optimizer = CombinedOptimizer([("tables", self.sharded.fused_optimizer),
+                                            ("dense", dense)])
         self._rng = np.random.default_rng(config.seed)
 
     @torch.no_grad()
     def init_items_from(self, train: UserSequences) -> None:
-        """The spectral start on the processes that hold item rows, for their rows only."""
-        table = self.sharded.items
-        own = table.weight[1:] if table.lo == 0 else table.weight
-        # The scale is the mean row norm of the whole table (as on one process), not the shard's.
-        count = torch.tensor(float(len(own)), device=own.device)
-        norms = torch.stack([own.norm(dim=1).sum(), count])
-        dist.all_reduce(norms)
-        if table.hi == table.lo:
-            return
+        """The spectral start, each process writing its shards of the item table."""
         from models.item_init import spectral_item_vectors
 
+        shards = [s for s in self.sharded.shards() if s.table == "item"]
+        # The scale is the mean row norm of the whole table (as on one process), not a shard's.
+        scale = _mean_row_norm(shards, self.sharded.n_items)
+        if not shards:
+            return
         vectors = spectral_item_vectors(train, self.sharded.dim, self.config.seed)
-        scale = norms[0] / norms[1]
-        table.weight.copy_(vectors[table.lo : table.hi].to(self.device) * scale)
+        for shard in shards:
+            rows, columns = shard.tensor.shape
+            block = vectors[shard.row : shard.row + rows, shard.column : shard.column + columns]
+            shard.tensor.copy_(block.to(shard.tensor.device) * scale)
 
     def fit(self, train: UserSequences, validation: Queries | None = None) -> FitReport:
         if self.config.spectral_init:
@@ -195,34 +124,15 @@ class ShardedSessionTrainer(SessionTrainer):
 
     def _step(self, batch: Batch) -> float:
         self.sharded.train()
-        self.optimizer.zero_grad(set_to_none=False)
+        self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss(batch)
         loss.backward()  # type: ignore[no-untyped-call]
-        self._finish_gradients()
+        # The tables were updated inside the backward pass; the clip bounds the dense update.
+        torch.nn.utils.clip_grad_norm_(
+            list(self.sharded.dense_parameters().values()), self.config.grad_clip
+        )
         self.optimizer.step()
         return float(loss.detach())
-
-    def _finish_gradients(self) -> None:
-        """Averages table gradients over processes (as DDP does for the dense ones) and clips
-        by the norm of the whole model: dense gradients are identical everywhere, table rows
-        are disjoint, so the squared norm is the dense part plus the sum of every shard's."""
-        world = dist.get_world_size()
-        tables = [t.weight for t in self.sharded.tables().values()]
-        for param in tables:
-            if param.grad is None:
-                param.grad = torch.zeros_like(param)
-            param.grad /= world
-        dense = [p.grad for p in self.sharded.dense.parameters() if p.grad is not None]
-        table_sq = sum((g.grad.float().pow(2).sum() for g in tables if g.grad is not None),
-                       torch.zeros((), device=self.device))
-        dist.all_reduce(table_sq)
-        dense_sq = sum((g.float().pow(2).sum() for g in dense), torch.zeros((), device=self.device))
-        norm = float((table_sq + dense_sq).sqrt())
-        coef = min(1.0, self.config.grad_clip / (norm + 1e-6))
-        if coef < 1.0:
-            for param in self.sharded.parameters():
-                if param.grad is not None:
-                    param.grad.mul_(coef)
 
     @torch.no_grad()
     def evaluate(self, queries: Queries) -> dict[str, float]:
@@ -235,7 +145,7 @@ class ShardedSessionTrainer(SessionTrainer):
             index = piece.tolist()
             histories = [queries.histories[i] for i in index]
             times = [queries.history_times[i] for i in index]
-            # A process with nothing to rank still takes part in the exchanges: one padding row.
+            # A process with nothing to rank still takes part in the lookups: one padding row.
             scores = self._scores(histories or [np.zeros(1, np.int64)],
                                   times or [np.zeros(1, np.int64)])
             if index:
@@ -255,15 +165,21 @@ class ShardedSessionTrainer(SessionTrainer):
 
     def local_tensors(self) -> dict[str, torch.Tensor]:
         """This process's shards (and, on rank 0, the dense weights) for `assemble`."""
-        out = {f"table.{n}": t.weight.detach().cpu() for n, t in self.sharded.tables().items()}
-        if dist.get_rank() == 0:
-            for name, tensor in self.sharded.dense.module.state_dict().items():
-                out[f"dense.{name}"] = tensor.detach().cpu()
-        return {k: v.contiguous() for k, v in out.items()}
+        state = self.sharded.state_dict()
+        if dist.get_rank() != 0:
+            state = {k: v for k, v in state.items() if not k.startswith("encoder.")}
+        return {k: v.cpu().contiguous() for k, v in state.items()}
 
-    def embedding_bytes(self) -> int:
-        tables = self.sharded.tables().values()
-        return sum(t.weight.numel() * t.weight.element_size() for t in tables)
+
+def _mean_row_norm(shards: list[Shard], n_items: int) -> float:
+    """The mean norm of item rows 1..n over every process's shards (collective); a row split by
+    columns has its squared norm summed over its column shards first."""
+    squares = torch.zeros(n_items + 1, dtype=torch.float64)
+    for part in shards:
+        rows = part.tensor.shape[0]
+        squares[part.row : part.row + rows] += part.tensor.double().pow(2).sum(dim=1).cpu()
+    dist.all_reduce(squares)
+    return float(squares[1:].sqrt().mean())
 
 
 # What the sharded engine implements of SessionTransformerConfig; any other option set away from
@@ -297,14 +213,9 @@ def shard(train: UserSequences, rank: int, world: int) -> UserSequences:
 
 def assemble(out: Path) -> dict[str, torch.Tensor]:
     """The SessionTransformer state dict from every process's shard file."""
-    plan = json.loads((out / "plan.json").read_text())
-    parts = {int(p.stem.split("-")[1]): load_file(str(p)) for p in out.glob("shard-*.safetensors")}
-    tensors = {k[len("dense."):]: v for k, v in parts[0].items() if k.startswith("dense.")}
-    for name, target in TABLES.items():
-        rows = [parts[s["rank"]][f"table.{name}"] for s in plan[name]["shards"]]
-        whole = torch.cat(rows)
-        tensors[target] = whole.squeeze(1) if name == "item_bias" else whole
-    return tensors
+    shapes = json.loads((out / "plan.json").read_text())["table_shapes"]
+    parts = [load_file(str(p)) for p in sorted(out.glob("shard-*.safetensors"))]
+    return assemble_parts(parts, {name: (rows, cols) for name, (rows, cols) in shapes.items()})
 
 
 def write_dataset(path: Path, interactions: list[Interaction], items: IdVocabulary) -> None:
@@ -351,28 +262,32 @@ def train_sharded(args: argparse.Namespace) -> None:
         update={"batch_size": max(1, config.batch_size // world), "time_budget_s": 1e9}
     )
     data = prepare(args)
-    plans = session_plan(data.train.n_items, config, world, args.budget_bytes)
-    trainer = ShardedSessionTrainer(data.train.n_items, config, plans)
+    device = (torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
+              else torch.device("cpu"))
+    trainer = ShardedSessionTrainer(data.train.n_items, config, args.budget_bytes, device)
     report = trainer.fit(data.train, data.validation)
     validation = trainer.evaluate(data.validation) if data.validation else {}
     examples = torch.tensor(float(report.examples), device=trainer.device)
     dist.all_reduce(examples)
     memory: list[Any] = [None] * world
     dist.all_gather_object(memory, {
-        "embedding_bytes": trainer.embedding_bytes(),
+        "embedding_bytes": trainer.sharded.embedding_bytes(),
+        "planned_storage_bytes": trainer.plan.storage_bytes_by_rank[rank],
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     })
     args.out.mkdir(parents=True, exist_ok=True)
     save_file(trainer.local_tensors(), str(args.out / f"shard-{rank}.safetensors"))
     if rank == 0:
-        (args.out / "plan.json").write_text(
-            json.dumps({n: p.describe() for n, p in plans.items()})
-        )
+        (args.out / "plan.json").write_text(json.dumps({
+            "tables": trainer.plan.tables,
+            "table_shapes": table_shapes(data.train.n_items, config),
+            "storage_bytes_by_rank": trainer.plan.storage_bytes_by_rank,
+        }))
         (args.out / "result.json").write_text(json.dumps({
             "items": data.items, "validation": validation, "epochs": report.epochs,
             "world_size": world, "train_s": report.train_s, "examples": int(examples),
             "examples_per_s": float(examples) / max(report.train_s, 1e-9),
-            "by_rank": memory, "plan_bytes_per_rank": bytes_per_rank(plans, world),
+            "by_rank": memory,
         }))
 
 
@@ -384,7 +299,8 @@ def main() -> None:
     parser.add_argument("--synthetic-users", type=int, default=256)
     parser.add_argument("--config", type=str, required=True, help="SessionTransformerConfig JSON")
     parser.add_argument("--budget-bytes", type=int, default=None,
-                        help="Per-process embedding training memory; the plan must fit it.")
+                        help="Per-process storage for the embedding tables, as TorchRec's "
+                             "planner counts it; the plan must fit it.")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -393,11 +309,13 @@ def main() -> None:
     try:
         train_sharded(args)
     except PlanError as error:
-        # Every process plans alike, so every process refuses alike: no collective is pending.
+        # Rank 0 plans for all, so every process refuses alike: no collective is pending.
         logger.error("plan refused rank=%d reason=%s", dist.get_rank(), error)
         if dist.get_rank() == 0:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "refused.json").write_text(json.dumps({"error": str(error)}))
+            (args.out / "refused.json").write_text(json.dumps(
+                {"error": str(error), "needed_bytes_by_rank": error.needed_bytes}
+            ))
         dist.destroy_process_group()
         raise SystemExit(3) from error
     rank, world = dist.get_rank(), dist.get_world_size()

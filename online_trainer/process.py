@@ -19,7 +19,7 @@ def run_trainer(settings: TrainSettings, idle_exit_s: float | None) -> None:
 
         torch.set_num_threads(settings.threads)
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr="127.0.0.1")
+        start_http_server(settings.metrics_port, addr=settings.metrics_host)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

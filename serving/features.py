@@ -1,7 +1,7 @@
 """What the scorer reads from Redis: one pipelined round trip per micro-batch.
 
 Per request: the user's and the session's recent events and counters. Every refresh interval:
-the unavailable items, the operator's rules and the recent-popularity list (cold start), which
+the unavailable items, the operator's rules and experiment, and the recent-popularity list, which
 the scorer re-reads on a thread of its own (`refresh`: merging thousands of popularity entries
 would stall the request thread) and other readers with the batch that finds them stale. Item
 categories, needed only by category filters and rules, come from a process cache filled in one
@@ -16,7 +16,7 @@ ACL user is read-only).
 Redis Cluster: every command reads one key (its first argument) and the round trip is a
 non-transactional pipeline, so on a cluster it splits per master with no cross-slot command (the
 keys of a request's user, of its session and of the serving configuration may each live on
-another master; serving/cluster_read_pipeline.py).
+another master; serving/feature_reads.py).
 """
 
 from __future__ import annotations
@@ -28,27 +28,33 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel
 
 from schemas.recommendations import RecommendationRequest
-from serving.ordering import BusinessRules
+from serving.experiment import Experiment
+from serving.rules import BusinessRules
+from streams.features import layout
 from streams.features.definitions import POPULARITY_SHARDS
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import SyncClient
 from streams.redis.resp import Arg
 
 logger = logging.getLogger(__name__)
+D = TypeVar("D", bound=BaseModel)
 
-USER_FIELDS = ("last_ts", "lag_ms", "n_view", "n_click", "n_cart", "n_purchase")
-COUNTER_FIELDS = USER_FIELDS[2:]
-SESSION_FIELDS = ("last_ts", "n")
-ITEM_STATE_FIELDS = ("first_ts", "last_ts", *COUNTER_FIELDS)
+USER_FIELDS = (layout.LAST_TS, layout.LAG_MS, *layout.COUNTER_FIELDS)
+COUNTER_FIELDS = layout.COUNTER_FIELDS
+SESSION_FIELDS = (layout.LAST_TS, layout.SESSION_EVENTS)
+ITEM_STATE_FIELDS = (layout.FIRST_TS, layout.LAST_TS, *COUNTER_FIELDS)
 """An item hash's first and last interaction time and its counter per event type."""
 MAX_CACHED_CATEGORIES = 2_000_000
 """Bounded memory: past this many items the category cache starts over (and refills)."""
+CONFIG_REPLIES = 3
+"""The unavailable set, the rules document, the experiment document."""
 PREVIOUS_BUCKET_WEIGHT = 0.5
 """Recent popularity = the newest bucket's counts + half of the previous bucket's (a smooth
 hand-over); the feature workers' `popularity_bucket_s` sets the bucket width."""
@@ -90,6 +96,8 @@ class ServingConfig:
     unavailable: frozenset[str]
     rules: BusinessRules | None
     """None when Redis holds no rules document (the static configuration applies)."""
+    experiment: Experiment | None = None
+    """None when Redis holds no experiment document (the static configuration applies)."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +109,8 @@ class BatchFeatures:
 
 
 class RoundTrip(Protocol):
-    """A lean pipelined read (serving/read_pipeline.py, cluster_read_pipeline.py): replies in
-    the commands' order, RESP2 shapes, redis-py's exception for the first error reply."""
+    """The lean pipelined read (serving/feature_reads.py): replies in the commands' order,
+    RESP2 shapes, redis-py's exception for the first error reply."""
 
     def execute(self, commands: Sequence[Sequence[Arg]]) -> list[Any]: ...
 
@@ -118,6 +126,11 @@ class FeatureReader(Protocol):
     def categories(self, item_ids: Sequence[str]) -> dict[str, str]: ...
 
     def item_states(self, item_ids: Sequence[str]) -> StateArrays: ...
+
+    @property
+    def config(self) -> ServingConfig:
+        """The serving configuration read last."""
+        ...
 
 
 def _text(raw: Any) -> str | None:
@@ -148,14 +161,16 @@ def parse_sequence(entries: Sequence[bytes]) -> tuple[Interaction, ...]:
     return tuple(events)
 
 
-def parse_rules(raw: bytes | None) -> BusinessRules | None:
+def parse_document(model: type[D], raw: bytes | None) -> D | None:
+    """An operator's JSON document (rules, experiment), None when absent or invalid."""
     if raw is None:
         return None
     try:
-        return BusinessRules.model_validate(json.loads(raw))
+        return model.model_validate(json.loads(raw))
     except ValueError as error:
-        # A bad document must not stop serving: keep the static rules and say so.
-        logger.error("ignoring invalid rules document error=%s", type(error).__name__)
+        # A bad document must not stop serving: keep the static configuration and say so.
+        logger.error("ignoring invalid document kind=%s error=%s", model.__name__,
+                     type(error).__name__)
         return None
 
 
@@ -163,6 +178,7 @@ class ServingKeys:
     def __init__(self, prefix: str) -> None:
         self.unavailable = f"{prefix}cfg:{{serving}}:unavailable"
         self.rules = f"{prefix}cfg:{{serving}}:rules"
+        self.experiment = f"{prefix}cfg:{{serving}}:experiment"
 
 
 class RedisFeatureReader:
@@ -197,6 +213,10 @@ class RedisFeatureReader:
         """False: batches never refresh; the owner calls `refresh` on a thread of its own."""
         self._refresh_lock = threading.Lock()
         self._categories: dict[str, str] = {}
+
+    @property
+    def config(self) -> ServingConfig:
+        return self._config
 
     def read(self, requests: Sequence[RecommendationRequest]) -> BatchFeatures:
         commands = [c for r in requests for c in self._context_commands(r)]
@@ -261,7 +281,8 @@ class RedisFeatureReader:
         return [
             ("SMEMBERS", self.serving_keys.unavailable),
             ("GET", self.serving_keys.rules),
-            *(("HGET", shard, "mx_h") for shard in self.keys.popularity_shards()),
+            ("GET", self.serving_keys.experiment),
+            *(("HGET", shard, layout.NEWEST_HOUR) for shard in self.keys.popularity_shards()),
             *self._popularity_commands(bucket),
         ]
 
@@ -276,12 +297,15 @@ class RedisFeatureReader:
         ]
 
     def _apply_refresh(self, replies: list[Any], lean: bool = True) -> None:
-        unavailable, rules = replies[:2]
-        newest = replies[2 : 2 + POPULARITY_SHARDS]
-        self._config = ServingConfig(frozenset(m.decode() for m in unavailable), parse_rules(rules))
+        unavailable, rules, experiment = replies[:CONFIG_REPLIES]
+        newest = replies[CONFIG_REPLIES : CONFIG_REPLIES + POPULARITY_SHARDS]
+        self._config = ServingConfig(
+            frozenset(m.decode() for m in unavailable), parse_document(BusinessRules, rules),
+            parse_document(Experiment, experiment),
+        )
         buckets = [int(n) for raw in newest if (n := _number(raw)) is not None]
         bucket = max(buckets) if buckets else None
-        current, previous = _buckets(replies[2 + POPULARITY_SHARDS :])
+        current, previous = _buckets(replies[CONFIG_REPLIES + POPULARITY_SHARDS :])
         if bucket != self._newest_bucket:
             # The bucket moved on (or this is the first read): the lists fetched are stale.
             self._newest_bucket = bucket
@@ -306,7 +330,7 @@ class RedisFeatureReader:
         if missing:
             pipe = self._client.pipeline(transaction=False)
             for item_id in missing:
-                pipe.hget(self.keys.item(item_id), "cat")
+                pipe.hget(self.keys.item(item_id), layout.CATEGORY)
             self._cache_categories(missing, pipe.execute())
         return {i: c for i in item_ids if (c := self._categories.get(i, ""))}
 
@@ -328,7 +352,7 @@ class RedisFeatureReader:
         through redis-py (thread-safe, off the request thread): their states, returned, and
         their categories, cached, so that filters never wait on a cold cache."""
         replies = self._execute(
-            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, "cat")
+            [("HMGET", self.keys.item(item_id), *ITEM_STATE_FIELDS, layout.CATEGORY)
              for item_id in item_ids], lean=False,
         ) if item_ids else []
         self._cache_categories(item_ids, [reply[-1] for reply in replies])

@@ -21,7 +21,7 @@ serving configuration's `unavailable` set, not the catalog's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,16 +108,10 @@ class ItemCatalog:
             rows = np.concatenate([[0], self._version(known).rows[indices]])
             return ItemContent(self._genres[rows], self._years[rows], self._names)
 
-    def new_items(
-        self,
-        known: Mapping[str, int],
-        history: Sequence[str],
-        n: int,
-        allowed: Callable[[str], bool],
-    ) -> list[str]:
-        """Up to `n` allowed items that `known` (a version's item index) lacks, best genre match
-        with the newest :data:`PROFILE_ITEMS` of `history` (item ids, oldest first) first, the
-        newest record first among equals; only items sharing a genre with them."""
+    def new_items(self, known: Mapping[str, int], history: Sequence[str], n: int) -> list[str]:
+        """Up to `n` items that `known` (a version's item index) lacks, best genre match with
+        the newest :data:`PROFILE_ITEMS` of `history` (item ids, oldest first) first, the newest
+        record first among equals; only items sharing a genre with them."""
         if n <= 0:
             return []
         with self._lock:
@@ -129,9 +123,8 @@ class ItemCatalog:
             match = self._genres[rows] @ profile
             ids = self._ids
             # Equal matches (the same genres): the newest record first.
-            best = np.lexsort((-rows, -match))
-            ranked = [ids[rows[j]] for j in best if match[j] > 0]
-        return [item for item in ranked if allowed(item)][:n]
+            best = np.lexsort((-rows, -match))[:n]
+            return [ids[rows[j]] for j in best if match[j] > 0]
 
     def track(self, known: Mapping[str, int]) -> None:
         """Maps a version's items to the catalog now (a scan of the catalog), so that its

@@ -23,12 +23,25 @@ import hiredis
 import redis
 
 from streams.features.keys import FeatureKeys
+from streams.redis.connection import RedisConnection, SyncClient
 from streams.redis.resp import pack
 
 logger = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 RECV_BYTES = 1 << 20
+
+
+def masters(connection: RedisConnection, client: SyncClient) -> Callable[[], list[Address]]:
+    """The Redis masters now: the cluster's (its slot map) or the one Redis."""
+    if isinstance(client, redis.RedisCluster):
+        cluster = client
+        return lambda: [
+            (node.host, node.port)
+            for node in cluster.get_primaries()  # type: ignore[no-untyped-call]
+        ]
+    address = (connection.host, connection.port)
+    return lambda: [address]
 
 
 class _Tracking:
@@ -82,6 +95,14 @@ class _Tracking:
 
 
 class ItemChanges:
+    @classmethod
+    def connect(cls, connection: RedisConnection, client: SyncClient) -> ItemChanges:
+        """Changes of the items under the connection's key prefix, on every master `client`
+        reaches."""
+        return cls(masters(connection, client), FeatureKeys(connection.key_prefix),
+                   connection.username, connection.resolved_password(),
+                   connection.socket_timeout_s)
+
     def __init__(
         self,
         masters: Callable[[], list[Address]],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from schemas.recommendations import RecommendationResponse
+from serving.experiment import Experiment
 from serving.registry import Routing
 
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5)
@@ -52,6 +54,34 @@ class ServeMetrics:
         self.canary_decisions = Counter(
             "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
         )
+        self.answers = Counter(
+            "streamrec_serve_answers",
+            "Answers by experiment arm, strategy that served them and status (error answers "
+            "too): what each arm's users got.",
+            ["experiment", "arm", "strategy", "status"], registry=r,
+        )
+        self.arm_weight = Gauge(
+            "streamrec_serve_experiment_arm_weight",
+            "Weight of each arm of the experiment in force, by arm and policy.",
+            ["experiment", "arm", "policy"], registry=r,
+        )
+        self._experiment: Experiment | None = None
+
+    def answered(self, response: RecommendationResponse) -> None:
+        self.answers.labels(
+            experiment=response.experiment or "", arm=response.arm or "",
+            strategy=response.strategy, status=response.status,
+        ).inc()
+
+    def experiment_in_force(self, experiment: Experiment) -> None:
+        if experiment == self._experiment:
+            return
+        self._experiment = experiment
+        self.arm_weight.clear()
+        for arm in experiment.arms:
+            self.arm_weight.labels(
+                experiment=experiment.name, arm=arm.name, policy=arm.policy
+            ).set(arm.weight)
 
     def routing_changed(self, routing: Routing) -> None:
         self.model_version.clear()
@@ -60,6 +90,6 @@ class ServeMetrics:
                 self.model_version.labels(role=role, version=deployment.version).set(1)
         self.swaps.inc()
 
-    def serve(self, port: int) -> None:
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
         if port:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)

@@ -53,12 +53,3 @@ class ModelBundle:
     recommender: Recommender
     index: CandidateIndex
     ranker: Ranker | None = None
-
-    def indices(self, history: Sequence[tuple[str, float]]) -> list[tuple[int, float]]:
-        """The events whose items this version knows (new items are skipped)."""
-        known = []
-        for item_id, ts in history:
-            index = self.item_index.get(item_id)
-            if index is not None:
-                known.append((index, ts))
-        return known

@@ -1,7 +1,11 @@
 """The real recommender: the session Transformer of models/ behind the scorer's protocols.
 
 Versions are read in the format of models/session_checkpoint.py. Retrieval is maximum inner
-product over `h . e_j + b_j` (models.retrieval folds the bias in).
+product over `h . e_j + b_j` (models.retrieval folds the bias in): exact (a flat index) for a
+catalog smaller than the retrieval settings' `exact_threshold`, so a served list is the one the
+offline reference ranks (models/reference_answer.py), approximate (the configured kind) above
+it. A version trained with the masked objective is refused: its queries end in a mask token,
+which the scorer's causal encoder does not append.
 """
 
 from __future__ import annotations
@@ -147,7 +151,12 @@ def load_session_bundle(
     started = time.perf_counter()
     stored = load_session_model(ModelStore(store_root), name, version, sha256)
     model = stored.model
+    if model.config.objective != "causal":
+        raise ValueError(f"version {version} is trained with the {model.config.objective} "
+                         "objective; the scorer encodes causally")
     recommender = SessionRecommender(model, history_length, cpu_runtime=cpu_runtime)
+    if len(stored.item_rows) < retrieval.exact_threshold:
+        retrieval = retrieval.model_copy(update={"kind": "flat"})
     index = FaissItemIndex(retrieval)
     index.build(*recommender.index_vectors(np.array(sorted(stored.item_rows.values()), np.int64)))
     item_ids = [""] * (model.n_items + 1)

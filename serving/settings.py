@@ -8,7 +8,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.retrieval import RetrievalConfig
-from serving.ordering import BusinessRules
+from serving.experiment import Experiment
+from serving.rules import BusinessRules
 from streams.kafka.principals import SCORER
 from streams.service_settings import ServiceSettings
 
@@ -118,7 +119,11 @@ class ServeSettings(ServiceSettings):
         "reply before it blocks: Redis usually answers within tens of microseconds, and a "
         "blocking wait (sleep and wake-up) costs more CPU than that. 0 blocks at once.",
     )
-    history_length: int = Field(50, ge=1, le=1000, description="Newest events encoded.")
+    history_length: int = Field(
+        50, ge=1, le=1000, description="Newest events of the history a version reads that it "
+        "encodes (models/query_history.py); keep it equal to the trainer's context_events and "
+        "to the feature workers' sequence length, so a query is what the trainer scores.",
+    )
     torch_threads: int = Field(
         1, ge=1, le=64, description="Threads of the session encoder's inference: micro-batches "
         "are small, and more threads contend with the scorer's other work for the cores.",
@@ -130,11 +135,14 @@ class ServeSettings(ServiceSettings):
     )
     retrieval: RetrievalConfig = Field(
         # IVF, not HNSW: every hot swap rebuilds the index, and on one core IVF trains on 100k
-        # items in ~2 s where HNSW takes 20-60 s; a search of 300 costs ~0.15 ms. nprobe >=
-        # nlist makes small catalogs exact.
+        # items in ~2 s where HNSW takes 20-60 s; a search of 300 costs ~0.15 ms. Below
+        # exact_threshold items the index is flat: exact, as the offline reference ranks (IVF's
+        # 12 probes of ML-100K's 43 lists would miss part of a version's top items).
         default_factory=lambda: RetrievalConfig(
-            kind="ivf", ivf_lists_per_sqrt=2.0, ivf_nprobe=12, threads=1
-        )
+            kind="ivf", ivf_lists_per_sqrt=2.0, ivf_nprobe=12, threads=1, exact_threshold=5_000
+        ),
+        description="The candidate index: exact (flat) below `exact_threshold` items, `kind` "
+        "above.",
     )
     rules: BusinessRules = Field(
         default_factory=BusinessRules,
@@ -142,3 +150,9 @@ class ServeSettings(ServiceSettings):
         "replaces them while present.",
     )
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    experiment: Experiment = Field(
+        default_factory=Experiment,
+        description="The user-level experiment: its name and arms (STREAMREC_EXPERIMENT__ARMS="
+        "'[{\"name\": \"model\", \"policy\": \"model\", \"weight\": 1}, ...]'). A JSON "
+        "document at Redis key <prefix>cfg:{serving}:experiment replaces it while present.",
+    )

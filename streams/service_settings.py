@@ -38,7 +38,12 @@ class ServiceSettings(BaseSettings):
     kafka: KafkaConnection = Field(default_factory=KafkaConnection)
     redis: RedisConnection = Field(default_factory=RedisConnection)
     metrics_port: int = Field(
-        0, ge=0, le=65535, description="Prometheus /metrics HTTP port on 127.0.0.1; 0 disables it."
+        0, ge=0, le=65535, description="Prometheus /metrics HTTP port; 0 disables it."
+    )
+    metrics_host: str = Field(
+        "127.0.0.1", min_length=1, max_length=253, description="Address /metrics binds: the "
+        "loopback on a shared host; 0.0.0.0 in a Kubernetes pod, whose address Prometheus "
+        "scrapes and the kubelet probes.",
     )
     max_future_skew_s: float = Field(
         DEFAULT_MAX_FUTURE_SKEW_S, gt=0.0, le=86_400.0, description="How far ahead of this "

@@ -1,4 +1,4 @@
-#!lua
+#!lua name=streamrec_features
 -- Merges entities' folded shares of a batch of interaction events into their state,
 -- idempotently: one or more entities per call, each as if called alone, in KEYS order.
 --
@@ -69,25 +69,27 @@
 -- and their number by the catalog.
 
 -- (`-- stage:` markers let `streamrec bench script` time the script's parts.)
--- stage: called
 -- Locals: each use of a global is a table lookup in Lua 5.1, and the merge makes these calls
--- per field.
-local tonumber, format, unpack, ipairs, pairs = tonumber, string.format, unpack, ipairs, pairs
-local call, max, min = redis.call, math.max, math.min
-local SEQ_LEN = tonumber(ARGV[1])
-local KEPT = {m = tonumber(ARGV[2]), h = tonumber(ARGV[3])}
-local POP_HOURS = tonumber(ARGV[4])
-local TTL = {u = tonumber(ARGV[5]), s = tonumber(ARGV[6])}
-local SENT_MS = tonumber(ARGV[7])
+-- per field. Everything below `apply` is defined once, when Redis loads the library; a call
+-- runs `apply` only.
+-- Redis 7.0 gives a library's loading code no globals at all, so the first call takes them
+-- (`globals` is defined before the locals of the same names: its body reads the globals).
+local function globals()
+  return tonumber, string.format, unpack, ipairs, pairs, math.max, math.min, redis.call,
+    cmsgpack.unpack
+end
+local tonumber, format, unpack, ipairs, pairs, max, min, call, unpack_msgpack
 local TTL_RESET_SHARE = 0.01
 local NEWEST = {m = 'mx_m', h = 'mx_h'}
+-- Set at each call from its arguments.
+local SEQ_LEN, POP_HOURS, SENT_MS
+local KEPT, TTL = {}, {}
 
 -- The entity being merged (set for each key in turn) and what its update holds; for users and
 -- sessions, when its keys expire (ms) and whether this write re-sets that time.
 local KEY, KIND, WINDOWED, EXPIRES_AT, RESET
 local v, set, fields, parts, counters, buckets, seq, pop
 
-local UPDATES = cmsgpack.unpack(ARGV[8])
 local update, at
 local function arg() at = at + 1; return update[at] end
 
@@ -364,12 +366,26 @@ local function merge_entity()
   return 0
 end
 
-local replies = {}
-for e = 1, #KEYS do
-  KEY, update = KEYS[e], UPDATES[e]
-  KIND = update[1]
-  WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
-  v, set, fields, seq, pop = {}, {}, {}, nil, KIND == 'p' and {} or nil
-  replies[e] = merge_entity()
+local function apply(keys, args)
+  -- stage: called
+  if not call then
+    tonumber, format, unpack, ipairs, pairs, max, min, call, unpack_msgpack = globals()
+  end
+  SEQ_LEN = tonumber(args[1])
+  KEPT.m, KEPT.h = tonumber(args[2]), tonumber(args[3])
+  POP_HOURS = tonumber(args[4])
+  TTL.u, TTL.s = tonumber(args[5]), tonumber(args[6])
+  SENT_MS = tonumber(args[7])
+  local updates = unpack_msgpack(args[8])
+  local replies = {}
+  for e = 1, #keys do
+    KEY, update = keys[e], updates[e]
+    KIND = update[1]
+    WINDOWED = KIND == 'u' or KIND == 'i' or KIND == 'c'
+    v, set, fields, seq, pop = {}, {}, {}, nil, KIND == 'p' and {} or nil
+    replies[e] = merge_entity()
+  end
+  return replies
 end
-return replies
+
+redis.register_function('streamrec_apply', apply)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
-from schemas.events import InteractionEvent
 from streams.features.definitions import (
     HOUR_BUCKETS,
     MINUTE_BUCKETS,
@@ -24,13 +24,44 @@ class KeyTtls:
     session_s: int = DEFAULT_SESSION_TTL_S
 
 
-@dataclass(frozen=True)
-class PositionedEvent:
-    """A valid event and where it was read: the (partition, offset) is its idempotence key."""
+class InteractionContext(Protocol):
+    """What the features read of an event's context."""
+
+    @property
+    def category(self) -> str | None: ...
+
+
+class Interaction(Protocol):
+    """What the features read of a valid interaction: a contract record
+    (`schemas.events.InteractionEvent`) or its msgspec mirror
+    (`schemas.interaction_decoder.InteractionRecord`), which the worker's batches decode to."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def item_id(self) -> str: ...
+
+    @property
+    def event_type(self) -> str: ...
+
+    @property
+    def timestamp(self) -> float: ...
+
+    @property
+    def context(self) -> InteractionContext | None: ...
+
+
+class PositionedEvent(NamedTuple):
+    """A valid event and where it was read: the (partition, offset) is its idempotence key (a
+    named tuple: a batch builds thousands)."""
 
     partition: int
     offset: int
-    event: InteractionEvent
+    event: Interaction
     entered_ms: int | None = None
     """The record's Kafka timestamp (ms): when the event entered the pipeline; None when the
     record has none (then the event time stands in for it, see `entered_ms`)."""

@@ -20,7 +20,6 @@ table, so the script reads an update without a loop of its own.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -32,6 +31,12 @@ from streams.features.definitions import (
     TYPE_CODES,
 )
 from streams.features.keys import FeatureKeys, popularity_shard
+from streams.features.layout import (
+    SESSION_EVENTS,
+    affinity_field,
+    applied_field,
+    counter_field,
+)
 
 Value = str | int | Sequence["Value"]
 """An update value: a count, offset, bucket or ms as a number, anything stored as text, or a
@@ -73,10 +78,10 @@ NOT_EXPECTED = -1
 
 def _applied_field(partition: int) -> str:
     """The entity hash's field holding the last offset of `partition` it applied."""
-    return _APPLIED_FIELDS.get(partition) or f"_p{partition}"
+    return _APPLIED_FIELDS.get(partition) or applied_field(partition)
 
 
-_APPLIED_FIELDS = {p: f"_p{p}" for p in range(256)}
+_APPLIED_FIELDS = {p: applied_field(p) for p in range(256)}
 
 
 def _row(item: PositionedEvent, popularity_bucket_s: int) -> _Row:
@@ -101,7 +106,7 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
     minute, hour = (row.minute, 1), (row.hour, 1)
     if kind == "u":
         counters = (
-            (_COUNTER[code], 1, f"aff:{row.category}", AFFINITY_WEIGHTS[code])
+            (_COUNTER[code], 1, affinity_field(row.category), AFFINITY_WEIGHTS[code])
             if row.category else counter
         )
         return (
@@ -110,26 +115,13 @@ def _single(kind: str, row: _Row) -> tuple[Value, ...]:
             (f"{e.item_id} {ts_s} {code}",),
         )
     if kind == "s":
-        return (parts, ("n", 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
+        return (parts, (SESSION_EVENTS, 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
     if kind == "i":
         return (parts, counter, minute, hour, ts_s, (ts_s, row.category))
     if kind == "c":
         return (parts, counter, minute, hour, ts_s, ts_s)
     bucket = row.popularity_bucket
     return (parts, counter, bucket, (bucket, e.item_id, 1))
-
-
-def _targets(keys: FeatureKeys, row: _Row) -> list[tuple[str, str]]:
-    e = row.item.event
-    targets = [
-        ("u", keys.user(e.user_id)),
-        ("s", keys.session(e.session_id)),
-        ("i", keys.item(e.item_id)),
-        ("p", keys.popularity(popularity_shard(e.item_id))),
-    ]
-    if row.category:
-        targets.append(("c", keys.category(row.category)))
-    return targets
 
 
 def _extreme(rows: Sequence[_Row], newest: bool) -> str:
@@ -141,7 +133,7 @@ def _extreme(rows: Sequence[_Row], newest: bool) -> str:
     return best.ts_s
 
 
-_COUNTER = {code: f"n_{code}" for code in TYPE_CODES.values()}
+_COUNTER = {code: counter_field(code) for code in TYPE_CODES.values()}
 """The counter field of each event type."""
 
 
@@ -171,18 +163,25 @@ def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Val
         (_applied_field(partition), first, last, expect.get(partition, NOT_EXPECTED))
         for partition, (first, last) in spans.items()
     ]
-    counters: dict[str, int] = (
-        {"n": len(rows)} if kind == "s" else Counter(_COUNTER[row.code] for row in rows)
-    )
+    counters: dict[str, int] = {SESSION_EVENTS: len(rows)} if kind == "s" else {}
+    if kind != "s":
+        # Plain loops, not Counter: most groups hold a few events, where its set-up dominates.
+        for row in rows:
+            name = _COUNTER[row.code]
+            counters[name] = counters.get(name, 0) + 1
     if kind == "u":
         for row in rows:
             if row.category:
-                name = f"aff:{row.category}"
+                name = affinity_field(row.category)
                 counters[name] = counters.get(name, 0) + AFFINITY_WEIGHTS[row.code]
     common: list[Value] = [parts, _pairs(counters)]
     if kind in "uic":
-        common += (_pairs(Counter(row.minute for row in rows)),
-                   _pairs(Counter(row.hour for row in rows)))
+        minutes: dict[int, int] = {}
+        hours: dict[int, int] = {}
+        for row in rows:
+            minutes[row.minute] = minutes.get(row.minute, 0) + 1
+            hours[row.hour] = hours.get(row.hour, 0) + 1
+        common += (_pairs(minutes), _pairs(hours))
     return common
 
 
@@ -255,20 +254,43 @@ def entity_updates(
     applying the events one at a time; only the order within an entity matters. An entity
     whose offsets go back within the batch (a re-delivery spliced into it) gets one update per
     event, which Redis applies or skips one by one."""
-    groups: dict[str, tuple[str, list[_Row]]] = {}
-    for item in batch:
-        row = _row(item, popularity_bucket_s)
-        for kind, key in _targets(keys, row):
-            group = groups.get(key)
+    # Grouped by id per kind, without building a key per event; popularity shards from each
+    # distinct item's shard, in a second pass that keeps the stream order.
+    rows = [_row(item, popularity_bucket_s) for item in batch]
+    users: dict[str, list[_Row]] = {}
+    sessions: dict[str, list[_Row]] = {}
+    items: dict[str, list[_Row]] = {}
+    categories: dict[str, list[_Row]] = {}
+    for row in rows:
+        e = row.item.event
+        for ids, entity in ((users, e.user_id), (sessions, e.session_id), (items, e.item_id)):
+            group = ids.get(entity)
             if group is None:
-                groups[key] = (kind, [row])
+                ids[entity] = [row]
             else:
-                group[1].append(row)
+                group.append(row)
+        if row.category:
+            group = categories.get(row.category)
+            if group is None:
+                categories[row.category] = [row]
+            else:
+                group.append(row)
+    shard_of = {item_id: popularity_shard(item_id) for item_id in items}
+    shards: dict[int, list[_Row]] = {}
+    for row in rows:
+        shards.setdefault(shard_of[row.item.event.item_id], []).append(row)
+    groups: list[tuple[str, str, list[_Row]]] = [
+        *(("u", keys.user(entity), g) for entity, g in users.items()),
+        *(("s", keys.session(entity), g) for entity, g in sessions.items()),
+        *(("i", keys.item(entity), g) for entity, g in items.items()),
+        *(("c", keys.category(entity), g) for entity, g in categories.items()),
+        *(("p", keys.popularity(shard), g) for shard, g in shards.items()),
+    ]
     return _folds(groups, max_events)
 
 
-def _folds(groups: dict[str, tuple[str, list[_Row]]], max_events: int) -> Iterator[EntityUpdate]:
-    for key, (kind, rows) in groups.items():
+def _folds(groups: list[tuple[str, str, list[_Row]]], max_events: int) -> Iterator[EntityUpdate]:
+    for kind, key, rows in groups:
         if len(rows) == 1:
             yield EntityUpdate(kind, key, _single(kind, rows[0]), (rows[0].item,))
         elif not _increasing(rows):

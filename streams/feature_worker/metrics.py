@@ -65,7 +65,7 @@ class StreamMetrics:
             registry=r,
         )
 
-    def serve(self, port: int) -> None:
-        """Expose /metrics on 127.0.0.1:port (0 disables it)."""
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Expose /metrics on host:port (0 disables it)."""
         if port:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)

@@ -15,16 +15,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from schemas.events import InteractionEvent
+from schemas.interaction_decoder import decode_interaction
 from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
 from schemas.wire import ContractError, decode
-from streams.feature_worker.batch import PositionedEvent
+from streams.feature_worker.batch import Interaction, PositionedEvent
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.writer import ApplyOutcome, FeatureWriter, is_transient_reply
 from streams.kafka.deadletter import DeadLetterWriter, SourcePosition, Stage
@@ -35,9 +36,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class SourceRecord:
-    """A record as read from Kafka, before any parsing."""
+class SourceRecord(NamedTuple):
+    """A record as read from Kafka, before any parsing (a named tuple: a batch builds
+    thousands)."""
 
     topic: str
     partition: int
@@ -189,21 +190,31 @@ def validate(
     records: Sequence[SourceRecord], max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S
 ) -> tuple[list[tuple[SourceRecord, PositionedEvent]], list[Rejected]]:
     """Decodes a batch: valid events with their positions, and the rejects with their reasons
-    (stage "validate", or "decode" for a failure decode does not promise)."""
+    (stage "validate", or "decode" for a failure decode does not promise).
+
+    Each record is read by the contract's msgspec mirror (schemas/interaction_decoder.py), and
+    only a record it does not vouch for by the contract itself, whose verdict and error stand:
+    the same records pass, with the same values, at a fraction of the cost."""
+    now = time.time()
+    latest = now + max_future_skew_s
     valid: list[tuple[SourceRecord, PositionedEvent]] = []
     rejected: list[Rejected] = []
     for record in records:
-        try:
-            event = decode(InteractionEvent, record.value, max_future_skew_s)
-        except ContractError as exc:
-            rejected.append(Rejected(record, exc, "validate"))
-            continue
-        except Exception as exc:  # decode promises ContractError only; anything else is kept too
-            logger.exception(
-                "unexpected decode failure partition=%d offset=%d", record.partition, record.offset
-            )
-            rejected.append(Rejected(record, exc, "decode"))
-            continue
-        entered = PositionedEvent(record.partition, record.offset, event, record.timestamp_ms)
-        valid.append((record, entered))
+        event: Interaction | None = decode_interaction(record.value, latest)
+        if event is None:
+            try:
+                event = decode(InteractionEvent, record.value, max_future_skew_s, now=now)
+            except ContractError as exc:
+                rejected.append(Rejected(record, exc, "validate"))
+                continue
+            except Exception as exc:  # decode promises ContractError only; anything else is kept
+                logger.exception(
+                    "unexpected decode failure partition=%d offset=%d",
+                    record.partition, record.offset,
+                )
+                rejected.append(Rejected(record, exc, "decode"))
+                continue
+        valid.append(
+            (record, PositionedEvent(record.partition, record.offset, event, record.timestamp_ms))
+        )
     return valid, rejected

@@ -204,7 +204,7 @@ def main() -> None:
     level = os.environ.get("STREAMREC_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     metrics = StreamMetrics()
-    metrics.serve(settings.metrics_port)
+    metrics.serve(settings.metrics_port, settings.metrics_host)
     worker = FeatureWorker(settings, metrics)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)

@@ -1,5 +1,5 @@
-"""Writes a batch of events into Redis in one round trip: EVALSHAs of apply.lua, each merging
-the folded updates of several entities."""
+"""Writes a batch of events into Redis in one round trip: FCALLs of the function apply.lua
+defines, each merging the folded updates of several entities."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from redis.exceptions import (
     ClusterDownError,
     MasterDownError,
     NoPermissionError,
-    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     ResponseError,
@@ -36,8 +35,34 @@ from streams.redis.script_connection import DEFAULT_IN_FLIGHT, ScriptConnection
 
 logger = logging.getLogger(__name__)
 
-SCRIPT = resources.files("streams.feature_worker").joinpath("apply.lua").read_text()
-SCRIPT_SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
+SOURCE = resources.files("streams.feature_worker").joinpath("apply.lua").read_text()
+
+
+@dataclass(frozen=True)
+class FeatureFunction:
+    """apply.lua as a Redis Functions library of its own version: the library and its function
+    are named after the source's digest, so workers of two releases (a rolling deployment) each
+    call their own, and a library, once loaded, is never replaced under a running worker.
+
+    A library's helpers are defined once, when Redis loads it; a script (EVALSHA) re-ran all of
+    that on every call. Redis keeps loaded libraries in its RDB and AOF (and replicates them), so
+    a restarted Redis has them; where one has not (a flushed or new master), the call answers
+    "Function not found" and the writer loads the library and sends those calls again."""
+
+    code: str
+    name: str
+
+    @classmethod
+    def of(cls, source: str) -> FeatureFunction:
+        version = hashlib.sha1(source.encode()).hexdigest()[:16]
+        code = source.replace("name=streamrec_features", f"name=streamrec_features_{version}", 1)
+        name = f"streamrec_apply_{version}"
+        code = code.replace("register_function('streamrec_apply'", f"register_function('{name}'")
+        assert name in code and f"streamrec_features_{version}" in code
+        return cls(code, name)
+
+
+FUNCTION = FeatureFunction.of(SOURCE)
 
 # Server replies that say "not now" rather than "this batch is bad": retry them with backoff.
 # Both clients raise redis-py's class per error code, the code stripped from the message (an OOM
@@ -58,6 +83,11 @@ _TRANSIENT_ERRORS = (
 
 _TRANSIENT_CODES = ("BUSY", "MISCONF")
 """Codes of transient replies redis-py has no class for (the message starts with the code)."""
+
+
+def is_missing_function(reply: object) -> bool:
+    """Whether a call's reply says Redis lacks the library (new, flushed or restarted empty)."""
+    return isinstance(reply, ResponseError) and "Function not found" in str(reply)
 
 
 def is_transient_reply(error: ResponseError) -> bool:
@@ -112,8 +142,10 @@ class FeatureWriter:
         clock: Callable[[], float] = time.time,
         call_entities: int = DEFAULT_CALL_ENTITIES,
         popularity_bucket_s: int = POPULARITY_BUCKET_S,
+        function: FeatureFunction = FUNCTION,
     ) -> None:
         self._client = client
+        self._function = function
         self._clock = clock
         """Wall clock (s) sent with each call: the applied time of the users' `lag_ms`."""
         self._keys = FeatureKeys(key_prefix)
@@ -175,18 +207,19 @@ class FeatureWriter:
                 packed = pack_calls(
                     piece, self._client.slot, self._call_events, self._call_entities
                 )
-                part = [script_call(SCRIPT_SHA, header, call) for call in packed]
+                part = [function_call(self._function.name, header, call) for call in packed]
                 calls.extend(packed)
                 commands.extend(part)
                 yield part
 
         replies = await self._client.pipeline(slices())
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        missing = [i for i, reply in enumerate(replies) if is_missing_function(reply)]
         if missing:
-            # A restarted or failed-over Redis has an empty script cache: load, send those again
-            # (in their order, so an entity's calls still apply in stream order).
-            logger.info("loading feature script sha=%s", SCRIPT_SHA)
-            await self._client.execute("SCRIPT", "LOAD", SCRIPT)
+            # A Redis without the library (new, flushed, or restarted without its data): load
+            # it, send those calls again (in their order, so an entity's calls still apply in
+            # stream order). Another worker may have loaded it meanwhile: that is fine.
+            logger.info("loading feature function name=%s", self._function.name)
+            await self._load()
             again = await self._client.pipeline([[commands[i] for i in missing]])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
@@ -198,6 +231,11 @@ class FeatureWriter:
             sent += call
             codes += (int(code) for code in reply)
         return sent, codes
+
+    async def _load(self) -> None:
+        # REPLACE: a master that has it already (on a cluster, the load goes to every master)
+        # reloads the same code under the same name.
+        await self._client.execute("FUNCTION", "LOAD", "REPLACE", self._function.code)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -231,7 +269,9 @@ def pack_calls(
     return [call for calls in by_slot.values() for call in calls]
 
 
-def script_call(sha: str, header: Sequence[str], call: Sequence[EntityUpdate]) -> tuple[Arg, ...]:
-    """The EVALSHA merging `call` (apply.lua's KEYS and ARGV); `header` ends with the clock."""
+def function_call(
+    name: str, header: Sequence[str], call: Sequence[EntityUpdate]
+) -> tuple[Arg, ...]:
+    """The FCALL merging `call` (apply.lua's keys and args); `header` ends with the clock."""
     updates = [(u.kind, *u.values) for u in call]
-    return ("EVALSHA", sha, len(call), *(u.key for u in call), *header, msgpack.packb(updates))
+    return ("FCALL", name, len(call), *(u.key for u in call), *header, msgpack.packb(updates))

@@ -29,7 +29,7 @@ POPULARITY_SHARDS = 8
 """Shards of the global popularity keys (by item id hash): spread over hash slots, hence over a
 cluster's masters, instead of one hot key every batch writes."""
 
-TYPE_CODES: dict[EventType, str] = {
+TYPE_CODES: dict[str, str] = {
     EventType.VIEW: "view",
     EventType.CLICK: "click",
     EventType.ADD_TO_CART: "cart",

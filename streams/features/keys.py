@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass
 
 from streams.features.definitions import POPULARITY_SHARDS
+from streams.features.layout import HOUR_BUCKETS_SUFFIX, SEQUENCE_SUFFIX
 
 
 def popularity_shard(item_id: str) -> int:
@@ -27,13 +28,13 @@ class FeatureKeys:
         return f"{self.prefix}u:{{{user_id}}}"
 
     def user_sequence(self, user_id: str) -> str:
-        return f"{self.user(user_id)}:seq"
+        return self.user(user_id) + SEQUENCE_SUFFIX
 
     def session(self, session_id: str) -> str:
         return f"{self.prefix}s:{{{session_id}}}"
 
     def session_sequence(self, session_id: str) -> str:
-        return f"{self.session(session_id)}:seq"
+        return self.session(session_id) + SEQUENCE_SUFFIX
 
     def item(self, item_id: str) -> str:
         return f"{self.prefix}i:{{{item_id}}}"
@@ -51,7 +52,7 @@ class FeatureKeys:
     def popularity_bucket(self, shard: int, bucket: int) -> str:
         """The shard's sorted set of item counts in one popularity bucket (event time //
         `popularity_bucket_s`)."""
-        return f"{self.popularity(shard)}:h{bucket}"
+        return f"{self.popularity(shard)}{HOUR_BUCKETS_SUFFIX}{bucket}"
 
     def popularity_shards(self) -> list[str]:
         return [self.popularity(shard) for shard in range(POPULARITY_SHARDS)]

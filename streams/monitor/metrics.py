@@ -69,9 +69,9 @@ class MonitorMetrics:
             "p95 feature lag / model age of served responses (last sample).", ["kind"], registry=r,
         )
 
-    def serve(self, port: int) -> None:
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
         if port:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)
 
     def report(self, report: KpiReport) -> None:
         version = report.model_version

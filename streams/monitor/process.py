@@ -23,5 +23,5 @@ def run_monitor(settings: MonitorSettings) -> None:
 
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
-    service.metrics.serve(settings.metrics_port)
+    service.metrics.serve(settings.metrics_port, settings.metrics_host)
     service.run(stop)

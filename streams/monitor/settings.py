@@ -15,7 +15,7 @@ from streams.service_settings import ServiceSettings
 class MonitorSettings(ServiceSettings):
     KAFKA_PRINCIPAL: ClassVar[str | None] = MONITOR
     metrics_port: int = Field(
-        9304, ge=0, le=65535, description="Prometheus /metrics port on 127.0.0.1; 0 disables it."
+        9304, ge=0, le=65535, description="Prometheus /metrics port; 0 disables it."
     )
     group_id: str = Field("streamrec-monitor", min_length=1, description="Kafka consumer group.")
     k: int = Field(10, ge=1, le=500, description="Only the top k items of a response can be hits.")

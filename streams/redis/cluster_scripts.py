@@ -41,8 +41,9 @@ class ClusterScripts:
         return replies
 
     async def execute(self, *command: Arg) -> Any:
-        if [str(part).upper() for part in command[:2]] == ["SCRIPT", "LOAD"]:
-            return await self._client.script_load(str(command[2]))  # on every master
+        if [str(part).upper() for part in command[:2]] == ["FUNCTION", "LOAD"]:
+            # On every master; REPLACE where the caller asked for it.
+            return await self._client.function_load(str(command[-1]), replace=len(command) > 3)
         return await self._client.execute_command(*command)
 
     async def aclose(self) -> None:

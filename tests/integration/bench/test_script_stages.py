@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from bench.script import STAGES, apply_batches, positioned, variant
+from bench.script import STAGES, apply_batches, load, positioned, variant
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from streams.features.keys import FeatureKeys
 
@@ -28,11 +28,11 @@ def test_every_stage_but_the_last_runs_and_writes_nothing(
 ) -> None:
     stream = positioned(SampleGenerator(SampleConfig(seed=5)).events(600))
     keys = FeatureKeys(redis_prefix)
-    apply_batches(redis_admin, redis_admin.script_load(variant("written")), keys, stream[:300])
+    apply_batches(redis_admin, load(redis_admin, variant("written")), keys, stream[:300])
     before = _state(redis_admin, redis_prefix)
     assert before
     for stage in STAGES[:-1]:
-        apply_batches(redis_admin, redis_admin.script_load(variant(stage)), keys, stream[300:])
+        apply_batches(redis_admin, load(redis_admin, variant(stage)), keys, stream[300:])
         assert _state(redis_admin, redis_prefix) == before, stage
-    apply_batches(redis_admin, redis_admin.script_load(variant("written")), keys, stream[300:])
+    apply_batches(redis_admin, load(redis_admin, variant("written")), keys, stream[300:])
     assert _state(redis_admin, redis_prefix) != before

@@ -16,9 +16,9 @@ import redis
 
 from deploy.local.redis_cluster import LocalRedisCluster
 from schemas.recommendations import RecommendationRequest
-from serving.cluster_read_pipeline import ClusterReadPipeline
+from serving.feature_reads import FeatureReads
 from serving.features import RedisFeatureReader
-from serving.item_changes import ItemChanges
+from serving.item_changes import ItemChanges, masters
 from serving.service import ScorerService
 from serving.settings import ServeSettings
 from streams.feature_worker.batch import PositionedEvent
@@ -39,7 +39,7 @@ from tests.integration.serving.helpers import (
     settings,
     wait_for,
 )
-from tests.integration.serving.test_read_pipeline import requests, seed
+from tests.integration.serving.test_feature_reads import requests, seed
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
     positioned_events,
@@ -64,12 +64,10 @@ def as_scorer(connection: RedisConnection) -> SyncClient:
 
 def lean_reads(
     connection: RedisConnection, client: redis.RedisCluster | None = None
-) -> ClusterReadPipeline:
+) -> FeatureReads:
     scorer = connection.model_copy(update={"username": "scorer"})
     client = client or scorer_cluster_client(connection)
-    return ClusterReadPipeline(
-        client, "scorer", scorer.resolved_password(), timeout_s=5.0, spin_s=150e-6
-    )
+    return FeatureReads(client, "scorer", scorer.resolved_password(), timeout_s=5.0, spin_s=150e-6)
 
 
 def scorer_cluster_client(connection: RedisConnection) -> redis.RedisCluster:
@@ -190,12 +188,12 @@ def test_a_dropped_node_connection_raises_once_then_reconnects(
     assert reads.execute(commands) == [b"c"] * len(keys)
 
 
-def test_the_scorer_service_reads_a_cluster_through_the_lean_cluster_pipeline(
+def test_the_scorer_reads_a_cluster_through_its_lean_per_master_round_trip(
     cluster_connection: RedisConnection,
 ) -> None:
     settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
-    reads = ScorerService._read_pipeline(settings, settings.redis.client())
-    assert isinstance(reads, ClusterReadPipeline)
+    reads = FeatureReads.connect(settings.redis, settings.redis.client(), spin_s=0.0)
+    assert reads.cluster
 
 
 def test_writes_to_items_on_every_master_are_reported_to_the_scorer_service(
@@ -209,9 +207,9 @@ def test_writes_to_items_on_every_master_are_reported_to_the_scorer_service(
     assert len({master_of(admin, keys.item(i)) for i in items}) == 3
     settings = ServeSettings(redis=cluster_connection.model_copy(update={"username": "scorer"}))
     client = settings.redis.client()
-    masters = ScorerService._masters(settings, client)
-    assert len(masters()) == 3
-    changes = ItemChanges(masters, keys, "scorer", settings.redis.resolved_password(), 5.0)
+    found = masters(settings.redis, client)
+    assert len(found()) == 3
+    changes = ItemChanges(found, keys, "scorer", settings.redis.resolved_password(), 5.0)
     try:
         assert changes.changed() is None
         for item in items:
@@ -254,7 +252,8 @@ def test_the_scorer_answers_from_features_on_the_cluster(
         publish(kafka, model_update(save_model(tmp_path, "1.0"), "1.0"))
         scorer = cluster.model_copy(update={"username": "scorer"})
         service = ScorerService(settings(kafka, scorer, tmp_path))
-        assert isinstance(service.reader._reads, ClusterReadPipeline)
+        reads = service.reader._reads
+        assert isinstance(reads, FeatureReads) and reads.cluster
         with running(service):
             assert wait_for(lambda: serving_version(service) == "1.0")
             known = ask(kafka, request("u1", k=20))

@@ -14,13 +14,14 @@ import redis
 from pydantic import SecretStr
 
 from models.point_in_time import InteractionLog, item_state_features
+from schemas.events import InteractionEvent
 from serving.features import RedisFeatureReader, StateArrays
 from serving.item_changes import ItemChanges
 from serving.item_state_table import ItemStateTable
 from streams.feature_worker.batch import PositionedEvent
 from streams.features.keys import FeatureKeys
 from streams.redis.connection import RedisConnection
-from tests.integration.serving.test_read_pipeline import pipeline
+from tests.integration.serving.test_feature_reads import pipeline
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
     positioned_events,
@@ -50,11 +51,12 @@ def test_loading_a_versions_items_caches_their_categories_in_the_same_read(
 
 def _whole_seconds(events: list[PositionedEvent]) -> list[PositionedEvent]:
     """The offline log counts time in whole seconds (as ML-100K does)."""
-    return [
-        PositionedEvent(p.partition, p.offset, p.event.model_copy(
-            update={"timestamp": float(math.floor(p.event.timestamp))}))
-        for p in events
-    ]
+    whole = []
+    for p in events:
+        assert isinstance(p.event, InteractionEvent)
+        event = p.event.model_copy(update={"timestamp": float(math.floor(p.event.timestamp))})
+        whole.append(PositionedEvent(p.partition, p.offset, event))
+    return whole
 
 
 def test_the_item_state_the_stream_wrote_gives_the_offline_point_in_time_features(

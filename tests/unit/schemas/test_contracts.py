@@ -165,7 +165,7 @@ def test_encode_refuses_a_record_over_the_payload_cap() -> None:
         strategy="model",
         feature_freshness_ms=None,
         model_freshness_ms=None,
-        schema_version=1,
+        schema_version=2,
     )
     object.__setattr__(huge, "request_id", "r" * (MAX_PAYLOAD_BYTES + 10))
     with pytest.raises(ContractError) as info:

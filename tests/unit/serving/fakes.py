@@ -11,8 +11,8 @@ from schemas.model_updates import ModelUpdate
 from schemas.recommendations import RecommendationRequest
 from serving.features import BatchFeatures, Interaction, ServingConfig, StateArrays, UserContext
 from serving.model_bundle import FloatArray, History, IntArray, ModelBundle
-from serving.ordering import BusinessRules
 from serving.registry import Deployment
+from serving.rules import BusinessRules
 
 
 class VectorRecommender:

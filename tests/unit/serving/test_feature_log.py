@@ -21,9 +21,9 @@ from schemas.wire import decode, encode
 from serving.feature_log import PublishedRanker, candidate_vectors
 from serving.features import Interaction, UserContext
 from serving.item_catalog import ItemCatalog
-from serving.ordering import BusinessRules
+from serving.pipeline import Scorer
 from serving.registry import Routing
-from serving.scorer import Scorer
+from serving.rules import BusinessRules
 from tests.unit.serving.fakes import (
     FakeReader,
     ItemState,

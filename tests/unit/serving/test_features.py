@@ -1,7 +1,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from serving.features import merge_popularity, parse_rules, parse_sequence
+from serving.experiment import Experiment
+from serving.features import merge_popularity, parse_document, parse_sequence
+from serving.rules import BusinessRules
 
 
 def test_sequences_are_returned_oldest_first() -> None:
@@ -52,7 +54,15 @@ def test_recent_popularity_ranks_as_a_sort_of_the_blended_counts(
 
 
 def test_an_invalid_rules_document_is_ignored() -> None:
-    assert parse_rules(b"{not json") is None
-    assert parse_rules(b'{"unknown_rule": 1}') is None
-    rules = parse_rules(b'{"banned_items": ["x"]}')
+    assert parse_document(BusinessRules, b"{not json") is None
+    assert parse_document(BusinessRules, b'{"unknown_rule": 1}') is None
+    rules = parse_document(BusinessRules, b'{"banned_items": ["x"]}')
     assert rules is not None and rules.banned_items == ["x"]
+
+
+def test_an_invalid_experiment_document_is_ignored() -> None:
+    assert parse_document(Experiment, b'{"arms": []}') is None
+    assert parse_document(Experiment, b'{"arms": [{"name": "f", "policy": "frozen"}]}') is None
+    stored = parse_document(Experiment, b'{"name": "e1", "arms": [{"name": "m", "policy": '
+                            b'"model", "weight": 2}]}')
+    assert stored is not None and stored.arms[0].weight == 2.0

@@ -10,9 +10,9 @@ import pytest
 
 from schemas import DeadLetter, RecommendationResponse, decode
 from schemas.topics import dead_letter_topic
-from serving import service as scorer_service
+from serving import responses as scorer_responses
 from serving.metrics import ServeMetrics
-from serving.service import RespondingDeadLetters
+from serving.responses import RespondingDeadLetters
 from streams.kafka.deadletter import SourcePosition
 from tests.hostile_corpus import corpus, valid_document
 from tests.unit.streams.kafka.recording import RecordingProducer
@@ -23,7 +23,7 @@ RESPONSES = "rec.responses"
 
 def _writer(producer: RecordingProducer) -> RespondingDeadLetters:
     sink: Any = producer
-    return RespondingDeadLetters(sink, RESPONSES, ServeMetrics())
+    return RespondingDeadLetters(sink, RESPONSES, ServeMetrics(), lambda user: ("exp", "a1"))
 
 
 def _reject(writer: RespondingDeadLetters, key: bytes | None, value: bytes | None, n: int) -> None:
@@ -59,6 +59,7 @@ def test_every_hostile_request_is_dead_lettered_and_answers_carry_valid_ids() ->
     for answer in answers:
         assert answer.status == "error" and answer.error is not None
         assert answer.error.code == "invalid_request"  # decode checked its ids are valid
+        assert (answer.experiment, answer.arm) == ("exp", "a1")
 
 
 def test_when_even_the_error_response_fails_the_dead_letter_says_so(
@@ -67,7 +68,7 @@ def test_when_even_the_error_response_fails_the_dead_letter_says_so(
     def broken(*_: object) -> None:
         raise ValueError("cannot build")
 
-    monkeypatch.setattr(scorer_service, "rejection_answer", broken)
+    monkeypatch.setattr(scorer_responses, "rejection_answer", broken)
     producer = RecordingProducer()
     raw = json.dumps(valid_document(TOPIC, k=0)).encode()
     _reject(_writer(producer), b"u-1", raw, 3)

@@ -74,12 +74,12 @@ def test_new_items_are_those_the_version_lacks_best_genre_match_first() -> None:
                    _item("n-comedy", ["Comedy"]), _item("n-drama", ["Drama"]),
                    _item("n-crime", ["Crime", "Drama", "Western"]), _item("n-none", [])])
     known = {"k1": 1, "k2": 2}
-    found = catalog.new_items(known, ["k1", "k2"], 5, lambda i: True)
+    found = catalog.new_items(known, ["k1", "k2"], 5)
     # The profile leans Drama, then Crime: "n-drama" matches best, then "n-crime"; "n-comedy"
     # and "n-none" share no genre with it and get no place.
     assert found == ["n-drama", "n-crime"]
-    assert catalog.new_items(known, ["k1", "k2"], 1, lambda i: i != "n-drama") == ["n-crime"]
-    assert catalog.new_items(known, ["unknown-item"], 5, lambda i: True) == []
+    assert catalog.new_items(known, ["k1", "k2"], 1) == [found[0]]
+    assert catalog.new_items(known, ["unknown-item"], 5) == []
 
 
 def test_items_published_after_a_version_loaded_become_its_new_items() -> None:
@@ -87,21 +87,21 @@ def test_items_published_after_a_version_loaded_become_its_new_items() -> None:
     catalog.apply([_item("k1", ["Drama"])])
     known = {"k1": 1}
     catalog.track(known)
-    assert catalog.new_items(known, ["k1"], 3, lambda i: True) == []
+    assert catalog.new_items(known, ["k1"], 3) == []
     catalog.apply([_item("later", ["Drama"]), _item("k1", ["Drama", "Crime"])])
-    assert catalog.new_items(known, ["k1"], 3, lambda i: True) == ["later"]
+    assert catalog.new_items(known, ["k1"], 3) == ["later"]
     # The version's own item sees its newest metadata.
     assert catalog.content(known, np.array([1])).genre_names == ("Crime", "Drama")
     assert (catalog.content(known, np.array([1])).genres[1] > 0).sum() == 2
     # Another version that knows it has none.
-    assert catalog.new_items({"k1": 1, "later": 2}, ["k1"], 3, lambda i: True) == []
+    assert catalog.new_items({"k1": 1, "later": 2}, ["k1"], 3) == []
 
 
 def test_only_the_newest_unknown_items_are_considered() -> None:
     catalog = ItemCatalog()
     catalog.apply([_item(f"n{n}", ["Drama"]) for n in range(NEW_ITEMS_CONSIDERED + 5)])
     catalog.apply([_item("k", ["Drama"])])
-    found = catalog.new_items({"k": 1}, ["k"], NEW_ITEMS_CONSIDERED + 5, lambda i: True)
+    found = catalog.new_items({"k": 1}, ["k"], NEW_ITEMS_CONSIDERED + 5)
     assert len(found) == NEW_ITEMS_CONSIDERED
     assert "n0" not in found and f"n{NEW_ITEMS_CONSIDERED + 4}" in found
 
@@ -110,7 +110,7 @@ def test_among_equal_matches_the_newest_record_comes_first() -> None:
     catalog = ItemCatalog()
     catalog.apply([_item("k", ["Drama"])])
     catalog.apply([_item(f"n{n}", ["Drama"]) for n in range(4)])
-    assert catalog.new_items({"k": 1}, ["k"], 2, lambda i: True) == ["n3", "n2"]
+    assert catalog.new_items({"k": 1}, ["k"], 2) == ["n3", "n2"]
 
 
 def test_a_deleted_item_has_no_content_and_is_no_new_item_until_a_new_record() -> None:
@@ -121,10 +121,10 @@ def test_a_deleted_item_has_no_content_and_is_no_new_item_until_a_new_record() -
     catalog.delete("n1")
     catalog.delete("never-published")
     assert len(catalog) == 2
-    assert catalog.new_items(known, ["k1"], 5, lambda i: True) == ["n2"]
+    assert catalog.new_items(known, ["k1"], 5) == ["n2"]
     deleted = _content(catalog, ["n1"])
     assert not deleted.genres.any() and np.isnan(deleted.years).all()
     catalog.apply([_item("n1", ["Drama"], 2001)])
     assert len(catalog) == 3
-    assert sorted(catalog.new_items(known, ["k1"], 5, lambda i: True)) == ["n1", "n2"]
+    assert sorted(catalog.new_items(known, ["k1"], 5)) == ["n1", "n2"]
     assert _content(catalog, ["n1"]).years.tolist()[1:] == [2001.0]

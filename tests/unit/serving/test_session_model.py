@@ -11,17 +11,19 @@ import torch
 from models.accelerators import BucketedGraphs
 from models.onnx_inference import OnnxInference
 from models.ranker import DLRMConfig, DLRMRanker
-from models.retrieval import RetrievalConfig
+from models.reference_answer import reference_answer
+from models.retrieval import FaissItemIndex, RetrievalConfig
 from models.sequence_training import history_batch
-from models.session_checkpoint import save_session_model
+from models.session_checkpoint import load_session_model, save_session_model
 from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.store import ModelStore
-from serving.ordering import BusinessRules
+from serving.features import Interaction, UserContext
+from serving.pipeline import Scorer
 from serving.registry import Deployment, Routing
-from serving.scorer import Scorer
+from serving.rules import BusinessRules
 from serving.session_model import SessionRecommender, load_session_bundle
-from serving.settings import CpuRuntime
+from serving.settings import CpuRuntime, ServeSettings
 from tests.unit.serving.fakes import FakeReader, context, request, update
 
 ITEMS = [f"i{n}" for n in range(1, 61)]
@@ -126,3 +128,37 @@ def test_a_version_captured_in_a_loader_thread_serves_beside_the_old_one() -> No
         np.testing.assert_allclose(old.encode(histories), expected, atol=1e-6)
     loader.join()
     np.testing.assert_allclose(loaded[0].encode(histories), expected, atol=1e-4)
+
+
+def test_a_served_list_is_the_offline_reference_of_the_same_version(tmp_path: Path) -> None:
+    """Repeats, an item the version does not know and events stored out of time order: the
+    scorer reads the history the version trained on and searches exactly, as the reference
+    ranks (the scorer's default retrieval settings; 60 items are below its exact threshold)."""
+    stored(tmp_path, with_ranker=False)
+    retrieval = ServeSettings().retrieval
+    bundle = load_session_bundle(tmp_path, "m", "1.0", retrieval, 20)
+    assert retrieval.kind == "ivf"
+    assert isinstance(bundle.index, FaissItemIndex) and bundle.index.kind == "flat"
+    events = [("i5", 1_000.0), ("i9", 1_030.0), ("i9", 1_031.0), ("brand-new", 1_040.0),
+              ("i2", 1_100.0), ("i7", 1_060.0), ("i5", 1_300.0)]
+    user = UserContext(
+        "u", "u-s", tuple(Interaction(i, t, "view") for i, t in events),
+        tuple(Interaction(i, t, "view") for i, t in events[-2:]),
+    )
+    routing = Routing(Deployment(update("1.0"), bundle, since=0.0))
+    served = Scorer(FakeReader({"u": user}), lambda: routing, BusinessRules(),
+                    history_length=20).score_batch([request("u", k=10)])[0].response
+    version = load_session_model(ModelStore(tmp_path), "m", "1.0")
+    expected = reference_answer(version, events, 10, 20, excluded={i for i, _ in events})
+    assert served.strategy == "model" and len(expected) == 10
+    assert [i.item_id for i in served.items] == [i for i, _ in expected]
+    np.testing.assert_allclose([i.score for i in served.items], [s for _, s in expected],
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_a_version_trained_with_the_masked_objective_is_refused(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    config = SessionTransformerConfig(dim=16, layers=1, max_len=20, objective="masked")
+    save_session_model(ModelStore(tmp_path), "m", "1.0", SessionTransformer(64, config), ITEMS)
+    with pytest.raises(ValueError, match="masked"):
+        load_session_bundle(tmp_path, "m", "1.0", RetrievalConfig(kind="flat"), 20)

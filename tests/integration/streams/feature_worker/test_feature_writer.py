@@ -11,7 +11,9 @@ from schemas.events import EventType, InteractionEvent
 from streams.feature_worker.batch import KeyTtls, PositionedEvent
 from streams.feature_worker.writer import ApplyOutcome, is_transient_reply
 from streams.features.keys import FeatureKeys
+from streams.features.layout import is_layout_field
 from streams.redis.connection import RedisConnection
+from tests.feature_oracle import Snapshot
 from tests.integration.streams.feature_worker.feature_events import (
     apply_in_batches,
     interleaved,
@@ -34,6 +36,20 @@ def test_batches_leave_exactly_the_oracle_state(
     actual = read_state(redis_admin, redis_connection.key_prefix)
     assert differences(actual, expected.snapshot()) == []
     assert outcome == ApplyOutcome(applied=4000, skipped=0)
+    assert _outside_the_layout(actual, redis_connection.key_prefix) == []
+
+
+def _outside_the_layout(state: Snapshot, prefix: str) -> list[str]:
+    """Every entity hash field the writer left that streams/features/layout.py does not define."""
+    outside = []
+    for key, (kind, value) in state.items():
+        entity = key.removeprefix(prefix).split(":{", 1)[0]
+        if kind != "hash" or "}:" in key:  # bucket hashes: bucket numbers (windows.py)
+            continue
+        assert isinstance(value, dict)
+        entity_kind = "p" if entity == "pop" else entity
+        outside += [f"{key} {f}" for f in value if not is_layout_field(entity_kind, f)]
+    return outside
 
 
 def test_another_partition_interleaving_reaches_the_same_state(

@@ -22,7 +22,9 @@ def test_validation_keeps_positions_and_rejects_without_dropping() -> None:
         timestamp=time.time(),
     )
     valid, rejected = validate([_record(7, encode(good)), _record(8, b"{"), _record(9, None)])
-    assert [(r.offset, e.partition, e.offset, e.event) for r, e in valid] == [(7, 2, 7, good)]
+    assert [(r.offset, e.partition, e.offset) for r, e in valid] == [(7, 2, 7)]
+    read = valid[0][1].event
+    assert {name: getattr(read, name) for name in InteractionEvent.model_fields} == dict(good)
     assert [(r.record.offset, r.stage) for r in rejected] == [(8, "validate"), (9, "validate")]
 
 

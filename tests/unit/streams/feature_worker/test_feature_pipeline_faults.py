@@ -14,7 +14,6 @@ from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
     NoPermissionError,
-    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisError,
@@ -28,8 +27,8 @@ from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.feature_worker.writer import (
+    FUNCTION,
     MERGED,
-    SCRIPT_SHA,
     ApplyOutcome,
     FeatureWriter,
     is_transient_reply,
@@ -206,7 +205,7 @@ def test_a_rejected_chunk_is_isolated_without_touching_the_other_chunks() -> Non
 
 
 class _ScriptlessRedis:
-    """Answers NOSCRIPT until the script is loaded, like a restarted Redis."""
+    """Answers "Function not found" until the library is loaded, like an empty Redis."""
 
     def __init__(self) -> None:
         self.loaded: set[str] = set()
@@ -218,17 +217,17 @@ class _ScriptlessRedis:
     async def pipeline(self, slices: Iterable[Sequence[Sequence[Any]]]) -> list[Any]:
         return [
             [MERGED] * int(command[2]) if command[1] in self.loaded
-            else NoScriptError("NOSCRIPT No matching script.")
+            else ResponseError("Function not found")
             for command in itertools.chain.from_iterable(slices)
         ]
 
     async def execute(self, *command: Any) -> Any:
-        assert command[:2] == ("SCRIPT", "LOAD")
-        self.loaded.add(SCRIPT_SHA)
-        return SCRIPT_SHA
+        assert command == ("FUNCTION", "LOAD", "REPLACE", FUNCTION.code)
+        self.loaded.add(FUNCTION.name)
+        return FUNCTION.name
 
 
-def test_the_writer_reloads_its_script_after_noscript() -> None:
+def test_the_writer_loads_its_function_library_where_redis_has_none() -> None:
     event = InteractionEvent(
         event_id="e",
         user_id="u",

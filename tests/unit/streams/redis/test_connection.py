@@ -7,8 +7,7 @@ import redis
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
-from serving.read_pipeline import ReadPipeline
-from serving.service import ScorerService
+from serving.feature_reads import FeatureReads
 from serving.settings import ServeSettings
 from streams.redis.connection import RedisConnection
 
@@ -51,5 +50,5 @@ def test_the_sync_cluster_client_asks_its_startup_node_for_the_slots() -> None:
 
 def test_on_one_redis_the_scorer_reads_through_the_lean_pipeline() -> None:
     settings = ServeSettings(redis=RedisConnection(username="scorer"))
-    reads = ScorerService._read_pipeline(settings, settings.redis.client())
-    assert isinstance(reads, ReadPipeline)
+    reads = FeatureReads.connect(settings.redis, settings.redis.client(), spin_s=0.0)
+    assert not reads.cluster

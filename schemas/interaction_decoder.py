@@ -1,0 +1,75 @@
+"""The interaction contract read fast: msgspec Structs mirroring `schemas.events`, for the feature
+worker's batches.
+
+`schemas.events.InteractionEvent` (pydantic) stays the contract. This mirror holds every rule it
+holds, with the same strictness, so that a record it accepts is one the contract accepts with
+the same values: unknown fields refused, no coercion (a string is never a number, `true` never
+1), whole JSON numbers where the contract takes them, the id rule (1-128 characters of
+`ID_CHARACTERS`, matched whole), the closed enumerations, the fixed timestamp bounds, a finite
+bounded price, the payload cap and the reader's future-skew rule. Where it refuses a record, it
+says nothing of why: `decode_interaction` then returns None and the caller asks the contract
+(`schemas.wire.decode`), whose verdict and error (kind and message) stand. So a record's fate
+never depends on which path read it (tests/unit/schemas/test_interaction_decoder.py runs the
+hostile corpus and thousands of mutated records through both), and msgspec's 2-7x cheaper
+decode serves every valid record, which is nearly all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from schemas.events import EventType
+from schemas.fields import ID_CHARACTERS
+from schemas.limits import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, MAX_TIMESTAMP_S, MIN_TIMESTAMP_S
+
+_Id = Annotated[
+    str,
+    # msgspec searches with Python's `re`, where `\Z` (not `$`) is the very end of the text.
+    Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=rf"\A[{ID_CHARACTERS}]+\Z"),
+]
+Device = Literal["web", "ios", "android", "tv", "other"]
+Source = Literal["search", "home", "recommendation", "category", "other"]
+
+
+class InteractionContext(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`schemas.events.EventContext`."""
+
+    price: Annotated[float, Meta(ge=0.0, le=1e9)] | None = None
+    category: _Id | None = None
+    device: Device | None = None
+    source: Source | None = None
+    request_id: _Id | None = None
+
+
+class InteractionRecord(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`schemas.events.InteractionEvent`: the same fields, names and values."""
+
+    schema_version: Annotated[float, Meta(ge=1, le=1)] = 1
+    """The contract's Literal[1] takes the JSON number 1 in either spelling (1 or 1.0)."""
+    event_id: _Id
+    user_id: _Id
+    session_id: _Id
+    item_id: _Id
+    event_type: EventType
+    timestamp: Annotated[float, Meta(gt=MIN_TIMESTAMP_S, le=MAX_TIMESTAMP_S)]
+    context: InteractionContext | None = None
+
+
+_DECODER = msgspec.json.Decoder(InteractionRecord)
+
+
+def decode_interaction(raw: bytes | None, latest_timestamp: float) -> InteractionRecord | None:
+    """The record when the fast path can vouch for it (valid, and dated at most
+    `latest_timestamp`: the reader's now plus its allowed skew), else None: then the contract
+    (`schemas.wire.decode`) decides, and explains a refusal."""
+    if raw is None or len(raw) > MAX_PAYLOAD_BYTES:
+        return None
+    try:
+        record = _DECODER.decode(raw)
+    except Exception:  # DecodeError, or UnicodeDecodeError on a name that is not UTF-8: any
+        return None  # failure is the contract's to judge and explain
+
+    return record if record.timestamp <= latest_timestamp else None

@@ -1,0 +1,1 @@
+"""The scorer's four stages, one module each, run in order by serving/pipeline.py."""

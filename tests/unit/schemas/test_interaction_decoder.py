@@ -1,0 +1,188 @@
+"""The msgspec mirror of the interaction contract judges every record as the contract does.
+
+The contract (pydantic, `schemas.wire.decode`) is the reference. The mirror's own verdict is
+compared with it on the hostile corpus, on every field mutation the JSON Schema agreement test
+makes, on generated events (both traffic generators) and on thousands of byte-level mutations of
+them: the mirror must never accept what the contract refuses, must give the same values when
+both accept, and must accept what the contract accepts except where it hands the record back
+(None: the contract then decides, see `decode_interaction`), which only duplicate field names
+may cause. The feature worker's `validate` (mirror first, contract on a refusal) must agree with
+the contract on every record, and keep the contract's error kind and message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+import typing
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from bench.load import InteractionDraw
+from deploy.generators.sample import SampleConfig, SampleGenerator
+from schemas import ContractError, decode, encode
+from schemas.events import EventContext, InteractionEvent
+from schemas.interaction_decoder import (
+    Device,
+    InteractionRecord,
+    Source,
+    decode_interaction,
+)
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
+from streams.feature_worker.pipeline import SourceRecord, validate
+from tests.hostile_corpus import corpus
+from tests.unit.schemas.test_jsonschema_agreement import _documents
+
+NOW = time.time()
+LATEST = NOW + DEFAULT_MAX_FUTURE_SKEW_S
+
+
+def _contract(raw: bytes | None) -> InteractionEvent | ContractError:
+    try:
+        return decode(InteractionEvent, raw, DEFAULT_MAX_FUTURE_SKEW_S, now=NOW)
+    except ContractError as error:
+        return error
+
+
+def _same_values(fast: InteractionRecord, event: InteractionEvent) -> bool:
+    names = ("event_id", "user_id", "session_id", "item_id", "event_type")
+    if any(getattr(fast, n) != getattr(event, n) for n in names):
+        return False
+    if repr(fast.timestamp) != repr(event.timestamp) or type(fast.event_type) is not type(
+        event.event_type
+    ):
+        return False
+    if (fast.context is None) != (event.context is None):
+        return False
+    if fast.context is None or event.context is None:
+        return True
+    return all(
+        repr(getattr(fast.context, n)) == repr(getattr(event.context, n))
+        for n in EventContext.model_fields
+    )
+
+
+def _generated() -> Iterator[bytes]:
+    start = NOW - 200 * 86_400
+    for event in SampleGenerator(SampleConfig(seed=5), start_ts=start).events(1500):
+        yield encode(event)
+    draw = InteractionDraw(np.random.default_rng(3), 10_000, 500, 20)
+    for _, value in draw.payloads([NOW - 10 + n / 100 for n in range(1000)]):
+        yield value
+
+
+def _byte_mutations(valid: list[bytes], n: int, seed: int) -> Iterator[bytes]:
+    rng = random.Random(seed)
+    alphabet = b'{}[]":,.-+0123456789eEtrufalsn \\\n\x00\xff\x7fabcxyz_'
+    for _ in range(n):
+        raw = bytearray(rng.choice(valid))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(raw))
+            op = rng.random()
+            if op < 0.4:
+                raw[at] = rng.choice(alphabet)
+            elif op < 0.7:
+                del raw[at]
+            else:
+                raw.insert(at, rng.choice(alphabet))
+        yield bytes(raw)
+
+
+def _field_mutations() -> Iterator[bytes]:
+    for _, document in _documents("InteractionEvent"):
+        yield json.dumps(document).encode()
+
+
+def _duplicates() -> Iterator[bytes]:
+    valid = encode(next(SampleGenerator(SampleConfig(seed=1), start_ts=NOW - 86_400).events(1)))
+    for name, first in (("user_id", '"bad id"'), ("timestamp", "1e18"), ("user_id", '"u-9"')):
+        yield valid[:-1] + f', "{name}": {first}}}'.encode()
+        yield b"{" + f'"{name}": {first}, '.encode() + valid[1:]
+
+
+def _all_records() -> list[bytes | None]:
+    generated = list(_generated())
+    return [
+        *(h.value for h in corpus("interactions", NOW)),
+        *_field_mutations(),
+        *generated,
+        *_byte_mutations(generated, 6000, seed=11),
+        *_duplicates(),
+    ]
+
+
+@pytest.fixture(scope="module")
+def records() -> list[bytes | None]:
+    return _all_records()
+
+
+def test_the_mirror_never_accepts_what_the_contract_refuses_and_reads_the_same_values(
+    records: list[bytes | None],
+) -> None:
+    wrong, handed_back = [], []
+    for raw in records:
+        fast, reference = decode_interaction(raw, LATEST), _contract(raw)
+        if fast is None:
+            if isinstance(reference, InteractionEvent):
+                handed_back.append(raw)
+        elif isinstance(reference, ContractError) or not _same_values(fast, reference):
+            wrong.append((raw, reference))
+    assert wrong == []
+    # Only a repeated field name (the contract keeps the last) is left to the contract.
+    assert all(raw is not None and raw.count(b'"user_id"') + raw.count(b'"timestamp"') > 2
+               for raw in handed_back), handed_back[:3]
+    assert len(handed_back) <= 2
+
+
+def test_both_verdicts_occur_often_in_the_corpus(records: list[bytes | None]) -> None:
+    accepted = sum(decode_interaction(raw, LATEST) is not None for raw in records)
+    assert 2500 <= accepted <= len(records) - 3000
+
+
+def test_the_worker_validation_agrees_with_the_contract_on_every_record(
+    records: list[bytes | None],
+) -> None:
+    sources = [SourceRecord("interactions", 0, n, b"k", raw) for n, raw in enumerate(records)]
+    valid, rejected = validate(sources, DEFAULT_MAX_FUTURE_SKEW_S)
+    accepted = {record.offset for record, _ in valid}
+    errors = {r.record.offset: r.error for r in rejected}
+    assert accepted.isdisjoint(errors)
+    assert len(accepted) + len(errors) == len(records)
+    for record, positioned in valid:
+        reference = _contract(record.value)
+        assert isinstance(reference, InteractionEvent), record.value
+        fast = positioned.event
+        assert isinstance(fast, InteractionRecord | InteractionEvent)
+        assert fast == reference or (
+            isinstance(fast, InteractionRecord) and _same_values(fast, reference)
+        )
+    for offset, error in errors.items():
+        reference = _contract(records[offset])
+        assert isinstance(reference, ContractError), records[offset]
+        assert isinstance(error, ContractError)
+        assert (error.kind, str(error)) == (reference.kind, str(reference))
+
+
+def test_an_event_ahead_of_the_reader_by_more_than_the_skew_is_handed_to_the_contract() -> None:
+    event = json.loads(encode(next(SampleGenerator(SampleConfig(seed=2)).events(1))))
+    ahead = json.dumps(event | {"timestamp": NOW + DEFAULT_MAX_FUTURE_SKEW_S + 60}).encode()
+    just = json.dumps(event | {"timestamp": NOW + DEFAULT_MAX_FUTURE_SKEW_S - 60}).encode()
+    assert decode_interaction(ahead, LATEST) is None
+    assert isinstance(_contract(ahead), ContractError)
+    assert decode_interaction(just, LATEST) is not None
+
+
+def test_the_mirror_spells_the_contract_fields_and_choices() -> None:
+    assert set(InteractionRecord.__struct_fields__) == set(InteractionEvent.model_fields)
+    context_fields = EventContext.model_fields
+    assert set(context_fields) == {
+        "price", "category", "device", "source", "request_id",
+    }
+    for name, choices in (("device", Device), ("source", Source)):
+        literal = typing.get_args(context_fields[name].annotation)[0]
+        assert typing.get_args(literal) == typing.get_args(choices)
+    assert not math.isnan(LATEST)
