@@ -6,15 +6,15 @@ Hits (the project's one definition, docs/architecture.md "Live vs offline"):
   after it is in the top k;
 - NDCG@k of the next item: 1 / log2(rank + 1) when it is at rank <= k.
 
-Two views of the same replay. `assigned`: each user belongs to one arm by a salted hash of the
-user id, as the scorer's experiment assigns them, and an arm is measured on its users only (what
-a live experiment can see). `counterfactual`: every arm answered every request, which only an
-offline replay can do; arms are compared on the same users, so the interval is narrower.
+Two views of the same replay. `assigned`: each user belongs to the arm the scorer's experiment
+assigns (serving/experiment.py: weighted rendezvous hashing of the user id), and an arm is
+measured on its users only (what a live experiment can see). `counterfactual`: every arm
+answered every request, which only an offline replay can do; arms are compared on the same
+users, so the interval is narrower.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,19 +28,6 @@ from models.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
 Float64Array = npt.NDArray[np.float64]
 RATIOS = (("model", "popularity"), ("model", "frozen"), ("ranker", "model"),
           ("frozen", "popularity"), ("ranker", "popularity"))
-_HASH_SPACE = float(2**64)
-
-
-def arm_of(user_id: str, salt: str, weights: Mapping[str, float]) -> str:
-    """The user's arm: a stable position in [0, 1) from a salted hash of the user id, cut by
-    the arms' weights in their order (the scorer's experiment assigns the same way)."""
-    digest = hashlib.blake2b(f"{salt}:{user_id}".encode(), digest_size=8).digest()
-    position = int.from_bytes(digest, "big") / _HASH_SPACE * sum(weights.values())
-    for arm, weight in weights.items():
-        if position < weight:
-            return arm
-        position -= weight
-    return list(weights)[-1]
 
 
 @dataclass

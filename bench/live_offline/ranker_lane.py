@@ -22,7 +22,7 @@ from schemas import EventContext, EventType, InteractionEvent
 from schemas.ranker_examples import RankerExample
 from serving.feature_log import PublishedRanker
 from serving.ranker_slot import load_ranker
-from serving.scorer import Answer
+from serving.stages.ordering import Answer
 from streams.monitor.examples import ExampleLabeller
 
 _MAX_PENDING = 1_000_000

@@ -10,13 +10,13 @@ item states are those of the batch's first slot (the scorer refreshes them on it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from bench.live_offline.arms import ArmScorer, ReplayReader
+from bench.live_offline.arms import ReplayReader, ReplayScorer
 from bench.live_offline.feature_view import FeatureView
 from bench.live_offline.outcome import ArmRecord
 from bench.live_offline.ranker_lane import RankerLane
@@ -24,8 +24,7 @@ from bench.live_offline.timeline import Timeline
 from bench.live_offline.versions import TrainerLane
 from schemas.limits import MAX_LIST_LENGTH
 from schemas.recommendations import RecommendationRequest
-from serving.model_bundle import ModelBundle
-from serving.scorer import Answer
+from serving.stages.ordering import Answer
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,8 @@ def replay(
     timeline: Timeline,
     view: FeatureView,
     reader: ReplayReader,
-    arms: Mapping[str, ArmScorer],
+    scorer: ReplayScorer,
+    arms: Sequence[str],
     lane: TrainerLane,
     ranker: RankerLane | None,
     targets: Targets,
@@ -57,8 +57,9 @@ def replay(
     logged_arm: Callable[[str], str | None],
     exclude_history: bool = False,
 ) -> ReplayResult:
-    """`logged_arm(user)`: the arm whose answers to the user feed the ranker path (the arm the
-    user is assigned to, when it logs), as in a live experiment. `exclude_history`: each
+    """Every arm answers every request (the scorer's experiment asked for one arm at a time);
+    `logged_arm(user)`: the arm whose answers to the user feed the ranker path (the arm the user
+    is assigned to, when it logs), as in a live experiment. `exclude_history`: each
     request also excludes the user's items older than the store's sequence (a diagnostic of
     the scorer's seen filter, which knows the newest 50)."""
     for user, item, t in zip(timeline.first_users, timeline.first_items, timeline.first_times,
@@ -88,32 +89,20 @@ def replay(
                 "request_id": request_id, "user_id": timeline.users[i],
                 "sent_at": float(timeline.slots[i]), "exclude_items": older,
             }))
-        serving = lane.serving_at(now)
-        _route(arms, lane, serving, ranker, now)
+        scorer.route(lane.serving_at(now), lane.frozen,
+                     ranker.current(now) if ranker is not None else None)
         answered = {}
-        for arm, scorer in arms.items():
-            answered[arm] = answers = scorer.answer(requests, now)
+        for arm in arms:
+            answered[arm] = answers = scorer.answer(requests, now, arm)
             for i, answer in zip(positions, answers, strict=True):
                 items = [s.item_id for s in answer.response.items]
+                assert answer.response.arm == arm
                 records[arm].add(items, timeline.items[i], targets.window[i], targets.tied[i],
                                  answer.response.strategy, targets.k)
         if ranker is not None:
             _feed(timeline, ranker, targets, positions, answered, logged_arm)
         reader.contexts.clear()
     return ReplayResult(records, lengths)
-
-
-def _route(arms: Mapping[str, ArmScorer], lane: TrainerLane, serving: ModelBundle,
-           ranker: RankerLane | None, now: float) -> None:
-    for arm, scorer in arms.items():
-        if arm == "popularity":
-            scorer.route(None)
-        elif arm == "frozen":
-            scorer.route(lane.frozen)
-        else:
-            scorer.route(serving)
-        if arm == "ranker" and ranker is not None:
-            scorer.ranker = ranker.current(now)
 
 
 def _feed(timeline: Timeline, ranker: RankerLane, targets: Targets, positions: range,

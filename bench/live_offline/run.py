@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from bench.live_offline.arms import ARMS, ReplayReader, arm_scorer
+from bench.live_offline.arms import ARMS, ReplayReader, experiment, replay_scorer
 from bench.live_offline.feature_view import FeatureView
-from bench.live_offline.outcome import arm_of, summarise
+from bench.live_offline.outcome import summarise
 from bench.live_offline.ranker_lane import RankerLane
 from bench.live_offline.replay import ReplayResult, Targets, replay
 from bench.live_offline.timeline import Clock, Timeline, build, ordered, tied_items, window_items
@@ -88,10 +88,8 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
     first = frame.iloc[: int(len(frame) * options.start_share)]
     replayed = _shifted(frame.iloc[len(first) : int(len(frame) * options.end_share)], options)
     timeline = build(first, replayed, options.clock)
-    assignment = {u: arm_of(u, options.salt, {a: 1.0 for a in options.arms})
-                  for u in set(timeline.users)}
     with tempfile.TemporaryDirectory(prefix="streamrec-live-offline-") as work:
-        result, lane, ranker = _replay(Path(work), timeline, options, assignment)
+        result, lane, ranker, assignment = _replay(Path(work), timeline, options)
     summary = summarise(timeline.users, result.records, assignment,
                         _segments(timeline, result), options.seed)
     out: dict[str, Any] = {
@@ -141,8 +139,9 @@ def _catalog(options: Options, at: float) -> ItemCatalog | None:
 
 
 def _replay(
-    work: Path, timeline: Timeline, options: Options, assignment: dict[str, str]
-) -> tuple[ReplayResult, TrainerLane, RankerLane | None]:
+    work: Path, timeline: Timeline, options: Options
+) -> tuple[ReplayResult, TrainerLane, RankerLane | None, dict[str, str]]:
+    """The replay, and each user's arm in the scorer's experiment."""
     serve = ServeSettings.model_validate({**ServeSettings().model_dump(), **options.serve})
     settings = train_settings(work, options.pretrain_budget_s, options.publish_every_s,
                               options.threads, options.train)
@@ -152,18 +151,19 @@ def _replay(
     view = FeatureView(options.bucket_s())
     reader = ReplayReader()
     catalog = _catalog(options, start)
-    logs = _LOGGING_ARMS if "ranker" in options.arms else ()
-    arms = {arm: arm_scorer(reader, serve, catalog, logged=arm in logs) for arm in options.arms}
+    configured = experiment(options.arms, options.salt, lane.frozen.version)
+    scorer = replay_scorer(reader, serve, catalog, configured)
+    assignment = {u: scorer.arm(u) for u in set(timeline.users)}
     ranker = None
     if "ranker" in options.arms:
         ranker = RankerLane(work / "ranker", settings, options.window_s(),
                             lateness_s=1.0, load_s=options.clock.load_s,
                             labels=options.ranker_labels)
     targets = Targets(window_items(timeline, options.window_s()), tied_items(timeline))
-    result = replay(timeline, view, reader, arms, lane, ranker, targets, options.learn,
-                    options.batch_requests, lambda u: _logged(assignment[u]),
+    result = replay(timeline, view, reader, scorer, options.arms, lane, ranker, targets,
+                    options.learn, options.batch_requests, lambda u: _logged(assignment[u]),
                     options.exclude_history)
-    return result, lane, ranker
+    return result, lane, ranker, assignment
 
 
 _LOGGING_ARMS = ("model", "ranker")

@@ -11,11 +11,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.live_offline.arms import (
+    ARMS,
+    EXPERIMENT,
+    ReplayReader,
+    ReplayScorer,
+    experiment,
+    replay_scorer,
+)
 from bench.live_offline.feature_view import FeatureView
-from bench.live_offline.outcome import ArmRecord, arm_of, summarise
+from bench.live_offline.outcome import ArmRecord, summarise
 from bench.live_offline.run import Options, run
 from bench.live_offline.timeline import Clock, build, tied_items, window_items
+from serving.settings import ServeSettings
+from serving.stages.ordering import Answer
 from streams.features.definitions import SEQUENCE_LENGTH
+from tests.unit.serving.fakes import context, make_bundle, request
 
 BASE = 900_000_000
 
@@ -91,12 +102,37 @@ def test_states_are_kept_as_of_the_moment_they_were_taken() -> None:
     assert np.isnan(first[1])
 
 
-def test_arm_assignment_is_stable_and_follows_the_weights() -> None:
-    weights = {"popularity": 1.0, "model": 3.0}
-    arms = [arm_of(str(u), "salt", weights) for u in range(4000)]
-    assert arms == [arm_of(str(u), "salt", weights) for u in range(4000)]
-    assert arms.count("model") / len(arms) == pytest.approx(0.75, abs=0.03)
-    assert arms != [arm_of(str(u), "other", weights) for u in range(4000)]
+def _replay_scorer() -> ReplayScorer:
+    users = [f"u{n}" for n in range(60)]
+    reader = ReplayReader(
+        contexts={f"r-{u}-5": context(u, [f"i{n % 40 + 1}", f"i{n % 7 + 1}"])
+                  for n, u in enumerate(users)},
+        popular=[(f"i{n}", float(100 - n)) for n in range(1, 30)],
+        states=lambda ids: (np.full(len(ids), np.nan), np.full(len(ids), np.nan),
+                            np.zeros(len(ids))),
+    )
+    scorer = replay_scorer(reader, ServeSettings(), None, experiment(ARMS, "salt", "1.0"))
+    scorer.route(make_bundle("1.3", seed=1), make_bundle("1.0", seed=0), None)
+    return scorer
+
+
+def test_users_are_assigned_by_the_scorers_experiment_and_answered_as_their_arm_alone() -> None:
+    scorer = _replay_scorer()
+    users = [f"u{n}" for n in range(60)]
+    requests = [request(u) for u in users]
+    assigned = scorer.answer(requests, 1e9)
+    each: dict[str, list[Answer]] = {arm: scorer.answer(requests, 1e9, arm) for arm in ARMS}
+    configured = experiment(ARMS, "salt", "1.0")
+    assert {scorer.arm(u) for u in users} == set(ARMS)
+    for n, (user, answer) in enumerate(zip(users, assigned, strict=True)):
+        arm = scorer.arm(user)
+        assert arm == configured.assign(user).name == answer.response.arm
+        assert answer.response.experiment == EXPERIMENT
+        assert answer.response.items == each[arm][n].response.items
+    assert all(a.response.arm == arm for arm, answers in each.items() for a in answers)
+    assert all(a.response.model_version == "1.0" for a in each["frozen"])
+    assert all(a.response.model_version == "1.3" for a in each["model"])
+    assert all(a.response.strategy == "popularity" for a in each["popularity"])
 
 
 def test_hits_count_the_next_item_its_rank_and_the_window() -> None:
