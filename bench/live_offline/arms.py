@@ -68,19 +68,14 @@ class ReplayReader:
 
 
 def experiment(arms: Sequence[str], salt: str, frozen_version: str) -> Experiment:
-    """The replay's experiment: the arms with equal weights, `frozen` pinning the version."""
+    """The replay's experiment: each arm named after its policy, equal weights, `frozen`
+    pinning the version."""
     return Experiment(name=EXPERIMENT, salt=salt, arms=tuple(
-        ExperimentArm(name=a, policy=_policy(a),
-                      version=frozen_version if a == "frozen" else None)
+        ExperimentArm.model_validate(
+            {"name": a, "policy": a, **({"version": frozen_version} if a == "frozen" else {})}
+        )
         for a in arms
     ))
-
-
-def _policy(arm: str) -> Policy:
-    for policy in ARMS:
-        if policy == arm:
-            return policy
-    raise ValueError(f"unknown arm {arm!r}; arms are {', '.join(ARMS)}")
 
 
 @dataclass
@@ -95,6 +90,7 @@ class ReplayScorer:
     ranker: PublishedRanker | None = None
     now: float = 0.0
     _deployments: dict[int, Deployment] = field(default_factory=dict)
+    _alone: dict[str, Experiment] = field(default_factory=dict)
 
     def arm(self, user_id: str) -> str:
         """The user's arm in the configured experiment (the scorer's own assignment)."""
@@ -121,13 +117,18 @@ class ReplayScorer:
         arm's policy (a one-arm experiment document)."""
         self.now = now
         if arm is not None:
-            chosen = next(a for a in self.scorer.experiment().arms if a.name == arm)
-            self.reader.experiment = Experiment(
-                name=EXPERIMENT, arms=(chosen.model_copy(update={"weight": 1.0}),))
+            self.reader.experiment = self._alone.get(arm) or self._alone.setdefault(
+                arm, _alone(self.scorer.experiment(), arm))
         try:
             return self.scorer.score_batch(requests)
         finally:
             self.reader.experiment = None
+
+
+def _alone(configured: Experiment, arm: str) -> Experiment:
+    """An experiment of the configured one's `arm` alone: every user in it."""
+    chosen = next(a for a in configured.arms if a.name == arm)
+    return Experiment(name=configured.name, arms=(chosen.model_copy(update={"weight": 1.0}),))
 
 
 def replay_scorer(reader: ReplayReader, serve: ServeSettings, catalog: ItemCatalog | None,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from models.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
+from models.lab.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
 
 Float64Array = npt.NDArray[np.float64]
 RATIOS = (("model", "popularity"), ("model", "frozen"), ("ranker", "model"),

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from streams.monitor.examples import ExampleLabeller
+
 from models.store import ModelStore
 from online_trainer.ranker_training import RankerTraining
 from online_trainer.settings import TrainSettings
@@ -23,7 +25,6 @@ from schemas.ranker_examples import RankerExample
 from serving.feature_log import PublishedRanker
 from serving.ranker_slot import load_ranker
 from serving.stages.ordering import Answer
-from streams.monitor.examples import ExampleLabeller
 
 _MAX_PENDING = 1_000_000
 """The replay bounds nothing: every answer waits for its whole window."""
