@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -35,7 +35,7 @@ from online_trainer.publisher import Publication, Publisher
 from online_trainer.retrain import full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
-from schemas import EventType, InteractionEvent, TrainingWindow
+from schemas import EventType, InteractionEvent, ModelUpdate, TrainingWindow
 from serving.model_bundle import ModelBundle
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
@@ -52,7 +52,7 @@ class StorePublisher(Publisher):
         self.store = store
         self.model_name = model_name
         self.clock = clock
-        self.stage = "serving"
+        self.stage: Literal["serving", "candidate"] = "serving"
 
     def publish(
         self,
@@ -63,7 +63,18 @@ class StorePublisher(Publisher):
         window: TrainingWindow | None,
     ) -> Publication:
         path = self.store.save_full(self.model_name, tensors, manifest)
-        return Publication(version, "full", str(path), row_count(tensors), self.clock())
+        published_at = self.clock()
+        update = ModelUpdate(
+            model_name=self.model_name,
+            version=version,
+            kind="full",
+            stage=self.stage,
+            sha256=self.store.digest(self.model_name, version),
+            metrics={k: float(v) for k, v in manifest.metrics.items()},
+            window=window,
+            published_at=published_at,
+        )
+        return Publication(version, "full", str(path), row_count(tensors), published_at, update)
 
 
 class ReplayTrainer(OnlineTrainer):
@@ -181,8 +192,8 @@ class TrainerLane:
         for publication in self.trainer.publications[self._published :]:
             bundle = load_session_bundle(
                 self.settings.store_dir, self.settings.model_name, publication.version,
-                self.serve.retrieval, self.serve.history_length, published_at,
-                self.serve.encoder_cpu_runtime,
+                publication.update.sha256, self.serve.retrieval, self.serve.history_length,
+                published_at, self.serve.encoder_cpu_runtime,
             )
             self.versions.append(Served(bundle, published_at + self.load_s))
         self._published = len(self.trainer.publications)
