@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Literal, cast
 
 import typer
 
@@ -273,3 +275,93 @@ def bench_drift(
 
     run(json_path, seeds=seeds, stationary_events=stationary_events, p_before=p_before,
         p_after=p_after)
+
+
+@app.command("live-offline")
+def bench_live_offline(
+    json_path: Path = typer.Option(
+        Path("bench/results/live_offline.json"), "--json", help="Output JSON."
+    ),
+    interactions: Path | None = typer.Option(
+        None, help="CSV with user_id,item_id,timestamp (default: ML-100K)."
+    ),
+    start_share: float = typer.Option(0.5, min=0.01, max=0.99, help="Pre-training share."),
+    end_share: float = typer.Option(1.0, min=0.02, max=1.0, help="Replay up to this share."),
+    rate: float = typer.Option(
+        80.0, min=0.0, help="Replay events/s (the live run's rate); 0 keeps dataset times."
+    ),
+    lead_s: float = typer.Option(0.5, min=0.0, help="A request leaves this long before its event."),
+    pipeline_s: float = typer.Option(0.05, min=0.0, help="Event to features in the store."),
+    load_s: float = typer.Option(1.0, min=0.0, help="Publication to serving."),
+    user_gap_s: float | None = typer.Option(
+        None, min=0.0, help="User-paced: a user's next request waits this long after their "
+        "previous event was published (default: every request at its slot).",
+    ),
+    restamp_history: bool = typer.Option(
+        False, help="Pre-training events restamped at the replay rate (the clock served on)."
+    ),
+    exclude_history: bool = typer.Option(
+        False, help="Diagnostic: requests exclude every item of the user's history."
+    ),
+    serve: list[str] = typer.Option([], help="ServeSettings field=value (JSON values)."),
+    train: list[str] = typer.Option(
+        [], help="TrainSettings field=value; model.<field>=value for the session model."
+    ),
+    popularity_bucket_s: float | None = typer.Option(
+        None, help="Popularity bucket (default: 60 s on a replay clock, an hour otherwise)."
+    ),
+    shift_at: float | None = typer.Option(
+        None, min=0.0, max=1.0, help="The demo's preference shift from this share of the "
+        "replayed events on (item ids permuted).",
+    ),
+    shift_items: float = typer.Option(1.0, min=0.0, max=1.0, help="Share of ids permuted."),
+    ranker_labels: str = typer.Option(
+        "monitor", help="monitor: the monitor's grades; next: the next item only; window: "
+        "every item of the window (no attribution to what was shown)."
+    ),
+    attribution_window_s: float | None = typer.Option(
+        None, help="Window hits (default: 4 s on a replay clock, 30 minutes otherwise)."
+    ),
+    pretrain_budget_s: float = typer.Option(1200.0, min=1.0, help="Pre-training cap."),
+    publish_every_s: float = typer.Option(5.0, min=0.1, help="The trainer's publication cadence."),
+    learn: bool = typer.Option(True, help="Online learning on (off: the model arm is frozen)."),
+    arms: str = typer.Option("popularity,frozen,model,ranker", help="Arms, comma-separated."),
+    salt: str = typer.Option("bench-live", help="Salt of the users' arm assignment."),
+    seed: int = typer.Option(0),
+    pretrain_cache: Path | None = typer.Option(
+        Path(".streamrec/live_offline"), help="Reuse pre-trained versions kept here."
+    ),
+) -> None:
+    """Offline replay in time order: each event preceded by a request every arm answers from
+    the state of that moment; hit@10 (strict and window), NDCG@10 and ratios per arm."""
+    from bench.live_offline.run import Options, run
+    from bench.live_offline.timeline import Clock
+
+    if ranker_labels not in ("monitor", "next", "window"):
+        raise typer.BadParameter("--ranker-labels is monitor, next or window")
+    clock = Clock(rate=rate or None, lead_s=lead_s, pipeline_s=pipeline_s, load_s=load_s,
+                  user_gap_s=user_gap_s, restamp_history=restamp_history)
+    run(json_path, Options(
+        interactions=interactions, start_share=start_share, end_share=end_share, clock=clock,
+        popularity_bucket_s=popularity_bucket_s, attribution_window_s=attribution_window_s,
+        pretrain_budget_s=pretrain_budget_s, publish_every_s=publish_every_s, learn=learn,
+        arms=tuple(a.strip() for a in arms.split(",") if a.strip()), salt=salt, seed=seed,
+        pretrain_cache=pretrain_cache, exclude_history=exclude_history,
+        serve=_assignments(serve), train=_assignments(train), shift_at=shift_at,
+        shift_items=shift_items,
+        ranker_labels=cast(Literal["monitor", "next", "window"], ranker_labels),
+    ))
+
+
+def _assignments(pairs: list[str]) -> dict[str, object]:
+    """`name=value` pairs; a value is read as JSON when it is JSON, as text otherwise."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"expected name=value, got {pair!r}")
+        try:
+            out[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name.strip()] = raw
+    return out

@@ -1,0 +1,83 @@
+"""Bootstrap intervals of a ratio of two arms' hit rates, with users as the resampled unit.
+
+An experiment randomises users, not requests: one user's requests share the user's taste and
+history, so they are not independent draws, and an interval over requests is too narrow. Each
+arm's rate is its hits over its requests (a ratio estimator); a resample draws users with
+replacement and recomputes both rates.
+
+- `independent_ratio_ci`: the arms hold different users (a randomised experiment); each arm's
+  users are resampled on their own.
+- `paired_ratio_ci`: both arms answered the same users (the offline counterfactual, where every
+  request is answered by every arm); users are resampled together, so the user-to-user
+  variance both arms share cancels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Float64Array = npt.NDArray[np.float64]
+
+
+def _check(hits: Float64Array, requests: Float64Array) -> None:
+    if hits.shape != requests.shape or hits.ndim != 1 or len(hits) == 0:
+        raise ValueError("need equally long, non-empty per-user hits and requests")
+
+
+def _resampled_rates(
+    hits: Float64Array, requests: Float64Array, picks: npt.NDArray[np.int64]
+) -> Float64Array:
+    """Rate of each resample (rows of `picks`: user positions)."""
+    totals: Float64Array = requests[picks].sum(axis=1)
+    rates: Float64Array = hits[picks].sum(axis=1) / np.maximum(totals, 1.0)
+    return rates
+
+
+def _interval(ratios: Float64Array, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0
+    finite = ratios[np.isfinite(ratios)]
+    if len(finite) == 0:
+        return float("nan"), float("nan")
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def ratio(hits_a: Float64Array, requests_a: Float64Array, hits_b: Float64Array,
+          requests_b: Float64Array) -> float:
+    """(hits_a / requests_a) / (hits_b / requests_b) over all users; NaN when b has no hit."""
+    rate_b = hits_b.sum() / max(requests_b.sum(), 1.0)
+    if rate_b == 0:
+        return float("nan")
+    return float(hits_a.sum() / max(requests_a.sum(), 1.0) / rate_b)
+
+
+def independent_ratio_ci(
+    hits_a: Float64Array, requests_a: Float64Array, hits_b: Float64Array,
+    requests_b: Float64Array, n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of rate_a / rate_b, each arm's users resampled separately."""
+    _check(hits_a, requests_a)
+    _check(hits_b, requests_b)
+    rng = np.random.default_rng(seed)
+    a = _resampled_rates(hits_a, requests_a, rng.integers(0, len(hits_a), (n_resamples,
+                                                                            len(hits_a))))
+    b = _resampled_rates(hits_b, requests_b, rng.integers(0, len(hits_b), (n_resamples,
+                                                                            len(hits_b))))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _interval(a / b, level)
+
+
+def paired_ratio_ci(
+    hits_a: Float64Array, hits_b: Float64Array, requests: Float64Array,
+    n_resamples: int = 2000, level: float = 0.95, seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of rate_a / rate_b when both arms answered the same requests of the
+    same users (`requests` per user, shared)."""
+    _check(hits_a, requests)
+    _check(hits_b, requests)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(requests), (n_resamples, len(requests)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = hits_a[picks].sum(axis=1) / hits_b[picks].sum(axis=1)
+    return _interval(ratios, level)
