@@ -1,8 +1,7 @@
 """The monitor's Prometheus metrics (one registry per service instance, so tests can read them).
 
 Names are listed in deploy/prometheus/alerts.yml and deploy/grafana/streamrec.json; change them
-together. `model_version` labels are bounded by the number of versions serving at once, `arm`
-labels by the experiment's arms ("" for answers served outside an experiment).
+together. `model_version` labels are bounded by the number of versions serving at once.
 """
 
 from __future__ import annotations
@@ -42,18 +41,16 @@ class MonitorMetrics:
         )
         self.kpi_rate = Gauge(
             "streamrec_kpi_rate",
-            "The last closed window's KPI (hit_rate_at_k, strict_hit_rate_at_k, ndcg_at_10, ctr, "
-            "conversion_rate) by model version and experiment arm.",
-            ["model_version", "experiment", "arm", "kpi"], registry=r,
+            "The last closed window's KPI (hit_rate_at_k, ctr, conversion_rate).",
+            ["model_version", "kpi"], registry=r,
         )
         self.kpi_counts = Counter(
-            "streamrec_kpi_responses", "Attributed responses by model version, experiment arm "
-            "and result (all, hit, strict_hit, click, conversion).",
-            ["model_version", "experiment", "arm", "result"], registry=r,
+            "streamrec_kpi_responses", "Attributed responses by model version and result "
+            "(all, hit, click, conversion).", ["model_version", "result"], registry=r,
         )
         self.kpi_window_end = Gauge(
             "streamrec_kpi_window_end_timestamp_seconds", "End of the last closed KPI window.",
-            ["model_version", "experiment", "arm"], registry=r,
+            ["model_version"], registry=r,
         )
         self.alerts = Counter(
             "streamrec_drift_alerts", "Drift alerts published.",
@@ -77,21 +74,19 @@ class MonitorMetrics:
             start_http_server(port, addr=host, registry=self.registry)
 
     def report(self, report: KpiReport) -> None:
-        labels = (report.model_version, report.experiment or "", report.arm or "")
+        version = report.model_version
         for kpi, value in (
             ("hit_rate_at_k", report.hit_rate_at_k),
-            ("strict_hit_rate_at_k", report.strict_hit_rate_at_k),
-            ("ndcg_at_10", report.ndcg_at_10),
             ("ctr", report.ctr),
             ("conversion_rate", report.conversion_rate),
         ):
-            self.kpi_rate.labels(*labels, kpi).set(value)
+            self.kpi_rate.labels(version, kpi).set(value)
         for result, count in (
-            ("all", report.responses), ("hit", report.hits), ("strict_hit", report.strict_hits),
+            ("all", report.responses), ("hit", report.hits),
             ("click", report.clicks), ("conversion", report.conversions),
         ):
-            self.kpi_counts.labels(*labels, result).inc(count)
-        self.kpi_window_end.labels(*labels).set(report.window_end)
+            self.kpi_counts.labels(version, result).inc(count)
+        self.kpi_window_end.labels(version).set(report.window_end)
 
     def alert(self, alert: DriftAlert) -> None:
         self.alerts.labels(alert.detector, alert.severity, alert.suggested_action).inc()

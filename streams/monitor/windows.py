@@ -1,41 +1,27 @@
-"""Tumbling KPI windows per model version and experiment arm, by `served_at`, built from
-closed answers.
+"""Tumbling KPI windows per model version, by `served_at`, built from finalised responses.
 
-A window [start, start + size) is complete once every response served in it has closed, i.e.
-when the join's watermark passes `start + size + attribution window`; the caller passes that
-bound to `close`. Rates use the window's responses as denominator. Counts are kept per input
-partition (the state a partition carries through a rebalance, streams/monitor/state.py) and
-summed over this worker's partitions when reported.
+A window [start, start + size) is complete once every response served in it has been finalised,
+i.e. when the attribution join's watermark passes `start + size + attribution window`; the caller
+passes that bound to `close`. Rates use the window's responses as denominator, so each is the
+share of responses with at least one hit / click / purchase.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from schemas.kpi import KpiReport
-from streams.monitor.join import ResponseOutcome
-
-WindowKey = tuple[int, float, str, str | None, str | None]
-"""(partition, window start, model version, experiment, arm)"""
+from streams.monitor.attribution import ResponseOutcome
 
 
 @dataclass
-class Counts:
+class _Counts:
     responses: int = 0
     hits: int = 0
-    strict_hits: int = 0
     clicks: int = 0
     conversions: int = 0
-    ndcg: float = 0.0
-
-    def add(self, other: Counts) -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 @dataclass
@@ -46,69 +32,48 @@ class KpiWindows:
     late: int = 0
     source: str = ""
     """The input partitions these windows count (set on assignment); part of each report id."""
-    _open: dict[WindowKey, Counts] = field(default_factory=dict)
+    _open: dict[tuple[float, str], _Counts] = field(default_factory=dict)
 
     def start_of(self, at: float) -> float:
         return math.floor(at / self.size_s) * self.size_s
 
     @property
     def oldest_start(self) -> float | None:
-        return min((key[1] for key in self._open), default=None)
+        return min((start for start, _ in self._open), default=None)
 
-    def items(self) -> list[tuple[WindowKey, Counts]]:
-        return list(self._open.items())
-
-    def restore(self, key: WindowKey, counts: Counts) -> None:
-        self._open[key] = counts
-
-    def add(self, outcome: ResponseOutcome, partition: int = 0) -> bool:
+    def add(self, outcome: ResponseOutcome) -> bool:
         """Count one outcome; False (and counted as late) when its window was already reported."""
         start = self.start_of(outcome.served_at)
         if start + self.size_s <= self.closed_through:
             self.late += 1
             return False
-        key = (partition, start, outcome.model_version, outcome.experiment, outcome.arm)
-        counts = self._open.setdefault(key, Counts())
-        hits = outcome.hits
+        counts = self._open.setdefault((start, outcome.model_version), _Counts())
         counts.responses += 1
-        counts.hits += hits.window_hit
-        counts.strict_hits += hits.strict_hit
-        counts.clicks += hits.clicked
-        counts.conversions += hits.converted
-        counts.ndcg += hits.ndcg
+        counts.hits += outcome.hit
+        counts.clicks += outcome.clicked
+        counts.conversions += outcome.converted
         return True
 
     def close(self, through: float) -> list[KpiReport]:
-        """Reports for every window ending at or before `through`, oldest first, one per
-        model version and arm (summed over partitions)."""
+        """Reports for every window ending at or before `through`, oldest first."""
         self.closed_through = max(self.closed_through, through)
-        done = [key for key in self._open if key[1] + self.size_s <= self.closed_through]
-        summed: dict[tuple[float, str, str | None, str | None], Counts] = {}
-        for key in done:
-            summed.setdefault(key[1:], Counts()).add(self._open.pop(key))
-        return [self._report(label, summed[label])
-                for label in sorted(summed, key=lambda s: (s[0], s[1], s[2] or "", s[3] or ""))]
+        done = sorted(key for key in self._open if key[0] + self.size_s <= self.closed_through)
+        return [self._report(start, version, self._open.pop((start, version)))
+                for start, version in done]
 
-    def _report(self, label: tuple[float, str, str | None, str | None], c: Counts) -> KpiReport:
-        start, version, experiment, arm = label
-        arm_part = "" if arm is None else f"|{experiment}|{arm}"
-        key = f"{version}|{start!r}|{start + self.size_s!r}|{self.source}{arm_part}"
+    def _report(self, start: float, version: str, c: _Counts) -> KpiReport:
+        key = f"{version}|{start!r}|{start + self.size_s!r}|{self.source}"
         return KpiReport(
             report_id=hashlib.sha256(key.encode()).hexdigest()[:32],
             model_version=version,
-            experiment=experiment,
-            arm=arm,
             window_start=start,
             window_end=start + self.size_s,
             k=self.k,
             responses=c.responses,
             hits=c.hits,
-            strict_hits=c.strict_hits,
             clicks=c.clicks,
             conversions=c.conversions,
             hit_rate_at_k=c.hits / c.responses,
-            strict_hit_rate_at_k=c.strict_hits / c.responses,
-            ndcg_at_10=min(1.0, c.ndcg / c.responses),
             ctr=c.clicks / c.responses,
             conversion_rate=c.conversions / c.responses,
         )

@@ -119,9 +119,8 @@ def kpi(version: str, responses_: int, hit_rate: float) -> KpiReport:
     return KpiReport(
         report_id=uuid.uuid4().hex, model_version=version,
         window_start=now, window_end=now + 1, k=10,
-        responses=responses_, hits=hits, strict_hits=hits, clicks=hits, conversions=0,
-        hit_rate_at_k=hit_rate, strict_hit_rate_at_k=hit_rate, ndcg_at_10=0.0, ctr=hit_rate,
-        conversion_rate=0.0,
+        responses=responses_, hits=hits, clicks=hits, conversions=0,
+        hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
     )
 
 

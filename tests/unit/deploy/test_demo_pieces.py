@@ -14,9 +14,8 @@ def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiRe
     return KpiReport(
         report_id=f"{version}-{start}", model_version=version,
         window_start=start, window_end=start + 5.0, k=10,
-        responses=responses, hits=hits, strict_hits=hits, clicks=hits, conversions=0,
-        hit_rate_at_k=hits / responses, strict_hit_rate_at_k=hits / responses,
-        ndcg_at_10=0.0, ctr=hits / responses, conversion_rate=0.0,
+        responses=responses, hits=hits, clicks=hits, conversions=0,
+        hit_rate_at_k=hits / responses, ctr=hits / responses, conversion_rate=0.0,
     )
 
 

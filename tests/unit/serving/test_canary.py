@@ -24,9 +24,8 @@ def report(
     return KpiReport(
         report_id=report_id or uuid.uuid4().hex,
         model_version=version, window_start=start, window_end=start + 60, k=10,
-        responses=responses, hits=hits, strict_hits=hits, clicks=hits, conversions=0,
-        hit_rate_at_k=hit_rate, strict_hit_rate_at_k=hit_rate, ndcg_at_10=0.0, ctr=hit_rate,
-        conversion_rate=0.0,
+        responses=responses, hits=hits, clicks=hits, conversions=0,
+        hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
     )
 
 
