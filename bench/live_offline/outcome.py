@@ -1,6 +1,6 @@
 """What each arm's answers were worth, per request and per arm, with users as the unit.
 
-Hits (the project's one definition, docs/architecture.md "Live vs offline"):
+Hits (the project's one definition, schemas/hits.py; docs/architecture.md "What a hit is"):
 - strict hit@k: the event the request precedes (the user's next interaction) is in the top k;
 - window hit@k: any of the user's interactions from the request up to the attribution window
   after it is in the top k;
@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from models.lab.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
+from models.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
+from schemas.hits import ndcg, strict_hit
 
 Float64Array = npt.NDArray[np.float64]
 RATIOS = (("model", "popularity"), ("model", "frozen"), ("ranker", "model"),
@@ -43,13 +44,11 @@ class ArmRecord:
 
     def add(self, items: Sequence[str], target: str, window: frozenset[str],
             tied: frozenset[str], strategy: str, k: int) -> None:
-        top = list(items[:k])
-        rank = top.index(target) + 1 if target in top else 0
-        self.strict.append(rank > 0)
-        self.window.append(any(i in window for i in top))
-        self.ndcg.append(1.0 / math.log2(rank + 1) if rank else 0.0)
+        self.strict.append(strict_hit(items, target, k))
+        self.window.append(any(i in window for i in items[:k]))
+        self.ndcg.append(ndcg(items, target, k))
         self.popular.append(strategy == "popularity")
-        self.tied.append(any(i in tied for i in top))
+        self.tied.append(any(i in tied for i in items[:k]))
 
 
 def _per_user(users: npt.NDArray[np.int64], n_users: int, values: Sequence[float] | Sequence[

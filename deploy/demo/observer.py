@@ -90,7 +90,8 @@ class Observer:
 
     def _handle(self, message: Message, now: float) -> None:
         model = self._topics.get(message.topic() or "")
-        if model is None:
+        if model is None or message.value() is None:
+            # A tombstone retires a version's key in `model.updates` (schemas/model_log.py).
             return
         try:
             record: BaseModel = decode(model, message.value())

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from deploy.demo.arms import ARM_BIN_S
 from deploy.demo.svg import Point, line_chart
 
 
@@ -35,6 +36,26 @@ def _kpi_table(summary: dict[str, Any]) -> str:
             f"(recovered: {summary['recovered']})</p>")
 
 
+def _arms_section(summary: dict[str, Any]) -> str:
+    """The experiment's arms: strict hit rate@10 with 95% intervals over users, for the whole
+    run and per phase (empty without an experiment)."""
+    if not summary["arms"]:
+        return ""
+    phases = {"whole run": summary["arms"], **summary["arms_by_phase"]}
+    rows = "".join(
+        f"<tr><td>{escape(phase)}</td><td>{escape(arm)}</td><td>{f['answers']}</td>"
+        f"<td>{_num(f['hit_rate'])}</td><td>[{_num(f['ci95'][0])}, {_num(f['ci95'][1])}]</td></tr>"
+        for phase, arms in phases.items()
+        for arm, f in arms.items()
+    )
+    return (
+        "<h2>experiment arms</h2><p>users assigned to arms by the scorer (a hash of the user "
+        "id); strict hit: the item the user then picked was in the answer's top 10; intervals: "
+        "bootstrap over users</p><table><tr><th>phase</th><th>arm</th><th>answers in time</th>"
+        f"<th>hit rate@10</th><th>95% interval</th></tr>{rows}</table>"
+    )
+
+
 def _ranker_section(summary: dict[str, Any]) -> str:
     strategies = "".join(
         f"<tr><td>{escape(phase)}</td><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td>"
@@ -60,6 +81,14 @@ def _ranker_section(summary: dict[str, Any]) -> str:
     )
 
 
+def _drift_line(summary: dict[str, Any]) -> str:
+    drift = summary["drift"]
+    if drift["at_s"] is None:
+        return "ML-100K replayed live, no shift injected."
+    return (f"ML-100K replayed live; at {drift['at_s']} s {drift['item_share']:.0%} of item ids "
+            "were permuted among themselves (users pick other items than the model learned).")
+
+
 def _num(value: object) -> str:
     return f"{value:.4f}" if isinstance(value, float) else escape(str(value))
 
@@ -71,6 +100,9 @@ def html(summary: dict[str, Any]) -> str:
                    {"hit rate": _series(summary["kpi_series"], "hit_rate"),
                     "client-side, per second": _series(timeline, "client_hit_rate")},
                    marks, "hit rate"),
+        *([line_chart(f"strict hit rate@10 per arm, per {ARM_BIN_S:.0f} s",
+                      {arm: _series(summary["arm_series"], arm) for arm in summary["arms"]},
+                      marks, "hit rate")] if summary["arms"] else []),
         line_chart("events/s (live replay)", {"events/s": _series(timeline, "events_per_s")},
                    marks, "events/s"),
         line_chart("request latency (request sent -> response read)",
@@ -86,9 +118,9 @@ def html(summary: dict[str, Any]) -> str:
 <style>body{{font-family:sans-serif;max-width:800px;margin:2em auto}}
 td,th{{padding:2px 10px;text-align:left}}pre{{background:#f5f5f5;padding:8px}}</style></head>
 <body><h1>streamrec demo {escape(summary['run_id'])}</h1>
-<p>ML-100K replayed live; at {summary['drift']['at_s']} s {summary['drift']['item_share']:.0%}
-of item ids were permuted among themselves (users pick other items than the model learned).</p>
+<p>{_drift_line(summary)}</p>
 {_kpi_table(summary)}
+{_arms_section(summary)}
 {_ranker_section(summary)}
 {''.join(f'<div>{c}</div>' for c in charts)}
 <h2>alerts</h2><pre>{escape(json.dumps(summary['alerts'], indent=1))}</pre>

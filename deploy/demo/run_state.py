@@ -26,3 +26,7 @@ class RunState:
     traffic: Traffic | None = None
     services: dict[str, dict[str, float]] = field(default_factory=dict)
     backfill: int = 0
+    backfill_end_at: float | None = None
+    """The backfill's newest event time (its events are `frame_events(first, end_at)`)."""
+    first_version: str | None = None
+    """The pre-trained version (the `frozen` arm's)."""

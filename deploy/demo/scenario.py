@@ -3,14 +3,17 @@ then the summary. Everything it starts is stopped in `finally` blocks, whatever 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from deploy.demo import bootstrap
+from deploy.demo.arms import EXPERIMENT, experiment_arms
 from deploy.demo.observer import Observer
 from deploy.demo.phases import Marks, first_retrain
 from deploy.demo.processes import Services
@@ -19,6 +22,7 @@ from deploy.demo.settings import DemoSettings
 from deploy.demo.summary import build_summary
 from deploy.demo.traffic import ItemRemap, Traffic
 from deploy.generators.dataset_replay import frame_events
+from deploy.generators.replay_schedule import request_times
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
 from deploy.local.worker_process import settled
@@ -27,7 +31,6 @@ from online_trainer.settings import TrainSettings
 from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
 from streams.kafka.principals import APP, OPERATOR, TRAINER
-from streams.pacing import Pacer
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +73,14 @@ def _with_services(
         first, second = bootstrap.split(load_ml100k(), s.pretrain_share)
         state.phase = "pre-training"
         refresh(state)
-        bootstrap.pretrain_and_publish(_train_settings(state), first)
+        state.first_version = bootstrap.pretrain_and_publish(_train_settings(state),
+                                                             first).version
         state.phase = "backfill"
         refresh(state)
         bootstrap.publish_catalog(run.kafka.as_principal(APP), load_ml100k_items())
-        state.backfill = bootstrap.backfill(
-            run.kafka.as_principal(APP), first, time.time() - _BACKFILL_AGE_S
-        )
+        state.backfill_end_at = time.time() - _BACKFILL_AGE_S
+        state.backfill = bootstrap.backfill(run.kafka.as_principal(APP), first,
+                                            state.backfill_end_at)
         _start(services, state)
         _wait_ready(services, state, refresh)
         _live(services, state, second, refresh)
@@ -92,8 +96,17 @@ def _train_settings(state: RunState) -> TrainSettings:
     base = TrainSettings(
         kafka=run.kafka.as_principal(TRAINER), state_dir=run.state_dir, store_dir=run.store_dir
     )
-    model = base.model.model_copy(update={"time_budget_s": s.pretrain_budget_s})
+    epochs = {"epochs": s.pretrain_epochs} if s.pretrain_epochs is not None else {}
+    model = base.model.model_copy(update={"time_budget_s": s.pretrain_budget_s, **epochs})
     return base.model_copy(update={"model": model})
+
+
+def _experiment(state: RunState) -> dict[str, str]:
+    """The scorer's experiment settings when the run has one (`frozen` pins 1.0)."""
+    if not state.settings.experiment or state.first_version is None:
+        return {}
+    return {"STREAMREC_EXPERIMENT__NAME": EXPERIMENT,
+            "STREAMREC_EXPERIMENT__ARMS": json.dumps(experiment_arms(state.first_version))}
 
 
 def _start(services: Services, state: RunState) -> None:
@@ -124,6 +137,7 @@ def _start(services: Services, state: RunState) -> None:
     services.start("scorer", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-scorer",
         "STREAMREC_MODEL_STORE": str(run.store_dir),
+        **_experiment(state),
     })
     services.start("monitor", {
         "STREAMREC_GROUP_ID": f"{run.run_id}-monitor",
@@ -177,16 +191,19 @@ def _live(services: Services, state: RunState, second: pd.DataFrame, refresh: Re
     state.traffic = traffic
     remap = ItemRemap(second["item_id"].astype(str), s.drift_item_share, s.seed)
     state.phase = "live"
-    pacer = Pacer(s.events_per_s)
+    events = list(frame_events(second.iloc[: s.live_events]))
+    due = request_times([e.user_id for e in events], 0.0, s.events_per_s, s.request_lead_s,
+                        s.user_gap_s)
     start = state.live_start = time.time()
     next_refresh = start
     try:
-        for event in frame_events(second):
-            pacer.wait()
+        for j in np.argsort(due, kind="stable").tolist():
+            time.sleep(max(0.0, start + float(due[j]) - time.time()))
             now = time.time()
-            if state.drift_at is None and now - start >= s.drift_after_s:
+            if (s.drift_after_s is not None and state.drift_at is None
+                    and now - start >= s.drift_after_s):
                 traffic.remap, state.drift_at, state.phase = remap, now, "live, drifted"
-            traffic.offer(event, now)
+            traffic.offer(events[j], now)
             if now >= next_refresh:
                 next_refresh = now + s.refresh_s
                 if _tick(services, state, refresh) or now - start >= s.max_live_s:

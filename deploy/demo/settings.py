@@ -32,10 +32,28 @@ class DemoSettings(BaseSettings):
         description="First share of ML-100K (by time): pre-training and backfill.",
     )
     pretrain_budget_s: float = Field(25.0, gt=0.0, le=3600.0, description="Pre-training cap.")
+    pretrain_epochs: int | None = Field(
+        None, ge=1, le=200, description="Pre-training passes over the first part, the "
+        "learning-rate schedule laid out over them (pretrain_budget_s stays the cap). None: the "
+        "model configuration's passes, cut by the time cap.",
+    )
     events_per_s: float = Field(80.0, gt=0.0, le=5000.0, description="Live replay rate.")
     request_share: float = Field(
         0.6, gt=0.0, le=1.0,
         description="Share of live events preceded by a recommendation request.",
+    )
+    user_gap_s: float | None = Field(
+        None, ge=0.0, le=10.0, description="User-paced replay "
+        "(deploy/generators/replay_schedule.py): a user's next request leaves at least this "
+        "long after their previous event was published, so the feature store holds it. None: "
+        "every request at its slot.",
+    )
+    experiment: bool = Field(
+        False, description="The scorer runs a user-level experiment (deploy/demo/arms.py): "
+        "popularity, frozen (the pre-trained version pinned), model and ranker, equal shares.",
+    )
+    live_events: int | None = Field(
+        None, ge=1, description="Most events of the second part replayed live; None: all."
     )
     request_lead_s: float = Field(
         0.5, gt=0.0, le=10.0,
@@ -45,7 +63,9 @@ class DemoSettings(BaseSettings):
     warmup_s: float = Field(
         30.0, ge=0.0, description="Live seconds before the KPI baseline counts."
     )
-    drift_after_s: float = Field(80.0, gt=0.0, description="Live seconds before the shift.")
+    drift_after_s: float | None = Field(
+        80.0, gt=0.0, description="Live seconds before the shift; None: no shift."
+    )
     max_live_s: float = Field(300.0, gt=0.0, le=3600.0, description="Hard cap of the live phase.")
     recovery_settle_s: float = Field(
         30.0, ge=0.0, description="After the retrained major version is published: the scorer "

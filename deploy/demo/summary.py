@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from deploy.demo.arms import ARM_BIN_S, arm_figures, arm_series, arms_by_phase
 from deploy.demo.phases import Marks, hit_rate_series, major, phase_spans, phases
 from deploy.demo.ranking import gate_decisions, strategy_kpi
 from deploy.demo.timeline import summary_ms
@@ -48,6 +49,10 @@ def build_summary(
         "client_hit_rate": stats.client_hits / stats.answered if stats.answered else None,
         "kpi": kpi,
         "kpi_by_strategy": strategy_kpi(stats.credits, phase_spans(marks, end)),
+        "arms": arm_figures(stats.served, s.seed) if s.experiment else {},
+        "arms_by_phase": (arms_by_phase(stats.served, phase_spans(marks, end), s.seed)
+                          if s.experiment else {}),
+        "arm_series": arm_series(stats.served, origin, ARM_BIN_S) if s.experiment else [],
         "ranker_gate": gate_decisions(
             observed.updates, state.services.get("trainer", {}), RANKER_MODEL_NAME, origin
         ),

@@ -48,6 +48,30 @@ class _Pending:
     sent_at: float
 
 
+@dataclass(frozen=True)
+class Served:
+    """One answer read in time and the interaction its request preceded: what the arms'
+    figures and a bench judge afterwards."""
+
+    request_id: str
+    sent_at: float
+    user_id: str
+    arm: str | None
+    strategy: str
+    items: tuple[str, ...]
+    next_item: str
+
+
+@dataclass(frozen=True)
+class Published:
+    """One live interaction as it left: who, what, when, and the answer it names (if any)."""
+
+    user_id: str
+    item_id: str
+    timestamp: float
+    request_id: str | None
+
+
 @dataclass
 class TrafficStats:
     events: int = 0
@@ -59,6 +83,8 @@ class TrafficStats:
     feature_freshness_ms: list[float] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
     credits: list[Credit] = field(default_factory=list)
+    served: list[Served] = field(default_factory=list)
+    published: list[Published] = field(default_factory=list)
 
 
 class Traffic:
@@ -114,11 +140,14 @@ class Traffic:
         event = pending.event.model_copy(
             update={"timestamp": now, "event_id": f"live-{pending.event.event_id}"}
         )
+        named = None
         if pending.request_id is not None and self._credited(pending):
-            context = EventContext(source="recommendation", request_id=pending.request_id)
+            named = pending.request_id
+            context = EventContext(source="recommendation", request_id=named)
             event = event.model_copy(update={"context": context})
         self._producer.send(self._events_topic, event.user_id, event)
         self.stats.events += 1
+        self.stats.published.append(Published(event.user_id, event.item_id, now, named))
 
     def _credited(self, pending: _Pending) -> bool:
         assert pending.request_id is not None
@@ -136,6 +165,9 @@ class Traffic:
         hit = any(i.item_id == pending.event.item_id for i in response.items)
         s.client_hits += hit
         s.credits.append(Credit(pending.sent_at, response.strategy, hit))
+        s.served.append(Served(pending.request_id, pending.sent_at, response.user_id,
+                               response.arm, response.strategy,
+                               tuple(i.item_id for i in response.items), pending.event.item_id))
         return hit
 
     def close(self) -> None:

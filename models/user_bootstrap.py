@@ -7,6 +7,7 @@ replacement and recomputes both rates.
 
 - `independent_ratio_ci`: the arms hold different users (a randomised experiment); each arm's
   users are resampled on their own.
+- `rate_ci`: one arm's rate on its own users.
 - `paired_ratio_ci`: both arms answered the same users (the offline counterfactual, where every
   request is answered by every arm); users are resampled together, so the user-to-user
   variance both arms share cancels.
@@ -81,3 +82,14 @@ def paired_ratio_ci(
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = hits_a[picks].sum(axis=1) / hits_b[picks].sum(axis=1)
     return _interval(ratios, level)
+
+
+def rate_ci(
+    hits: Float64Array, requests: Float64Array, n_resamples: int = 2000, level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of one arm's rate (its hits over its requests), users resampled."""
+    _check(hits, requests)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(hits), (n_resamples, len(hits)))
+    return _interval(_resampled_rates(hits, requests, picks), level)

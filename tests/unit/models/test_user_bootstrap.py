@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.lab.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
+from models.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
 
 
 def _users(n: int = 400, rate: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

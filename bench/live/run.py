@@ -1,0 +1,126 @@
+"""`streamrec bench live`: the run, its JSON and its table.
+
+Protocol: ML-100K in time order; its first half pre-trains version 1.0 and is the feature store's
+history (the demo's bootstrap, deploy/demo/scenario.py); the second half's first `events` events
+are replayed live at `events_per_s`, each preceded by a request for its user, with no injected
+shift. The scorer's experiment (deploy/demo/arms.py) assigns users to `popularity`, `frozen`
+(1.0 pinned), `model` (the online trainer's newest version) and `ranker`. The run's own folder
+keeps the services' logs, the model store and the demo's report.html (each arm over time).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.live.answers import Judged, arm_figures, arm_ratios, judge_all
+from bench.live.gap import PastEvent, gap, offline_answers
+from bench.report import print_table, write_result
+from deploy.demo import report, scenario
+from deploy.demo.bootstrap import split
+from deploy.demo.run_state import RunState
+from deploy.demo.settings import DemoSettings
+from deploy.generators.dataset_replay import frame_events, frame_items
+from models.datasets import load_ml100k, load_ml100k_items
+from online_trainer.ranker_training import RANKER_MODEL_NAME
+from serving.item_catalog import ItemCatalog
+from serving.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+
+USER_GAP_S = 0.5
+"""User-paced (deploy/generators/replay_schedule.py): a user's next request waits until their
+previous event is in the feature store, as a person's next visit would."""
+PRETRAIN_CAP_S = 900.0
+"""The pre-training runs its passes; this only stops a stuck one."""
+
+
+@dataclass(frozen=True)
+class Options:
+    events: int = 20_000
+    """Events of ML-100K's second half replayed live (each preceded by a request)."""
+    events_per_s: float = 80.0
+    publish_every_s: float = 10.0
+    """The online trainer's cadence of gated minor versions (what the `model` arm serves)."""
+    pretrain_epochs: int = 10
+    seed: int = 7
+
+
+def settings(options: Options) -> DemoSettings:
+    return DemoSettings(
+        experiment=True, drift_after_s=None, live_events=options.events,
+        events_per_s=options.events_per_s, request_share=1.0, user_gap_s=USER_GAP_S,
+        online_publish_every_s=options.publish_every_s, warmup_s=0.0,
+        pretrain_epochs=options.pretrain_epochs, pretrain_budget_s=PRETRAIN_CAP_S,
+        max_live_s=3600.0, dashboard=False, seed=options.seed,
+    )
+
+
+def run(json_path: Path, options: Options) -> dict[str, Any]:
+    started = time.perf_counter()
+    demo = settings(options)
+    last: list[RunState] = []
+    run_dir, summary = scenario.run(demo, lambda state: last.__setitem__(slice(None), [state]))
+    report.write(run_dir, summary)
+    state = last[0]
+    assert state.traffic is not None and state.observer is not None
+    stats = state.traffic.stats
+    judged = judge_all(stats.served, stats.published, demo.attribution_window_s)
+    out: dict[str, Any] = {
+        "dataset": "ml-100k",
+        "protocol": {"pretrain_share": demo.pretrain_share, "live_events": options.events,
+                     "events_per_s": options.events_per_s, "requests_per_event": 1.0,
+                     "user_gap_s": demo.user_gap_s, "request_lead_s": demo.request_lead_s,
+                     "attribution_window_s": demo.attribution_window_s,
+                     "publish_every_s": options.publish_every_s,
+                     "pretrain_epochs": options.pretrain_epochs, "seed": options.seed},
+        "requests": stats.requests, "answered_in_time": stats.answered, "late": stats.late,
+        "arms": arm_figures(judged, options.seed),
+        "ratios": arm_ratios(judged, options.seed),
+        "live_offline_gap": _gap(state, demo, judged),
+        "versions": summary["versions"],
+        "alerts": summary["alerts"],
+        "ranker_gate": summary["ranker_gate"],
+        "run_dir": str(run_dir),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    write_result(json_path, out)
+    _print(out)
+    return out
+
+
+def _gap(state: RunState, demo: DemoSettings, judged: list[Judged]) -> dict[str, Any]:
+    assert state.traffic is not None and state.observer is not None
+    assert state.first_version is not None and state.backfill_end_at is not None
+    update = next(u for u in state.observer.snapshot().updates
+                  if u.version == state.first_version and u.model_name != RANKER_MODEL_NAME)
+    first, _ = split(load_ml100k(), demo.pretrain_share)
+    history = (PastEvent(e.user_id, e.item_id, e.timestamp)
+               for e in frame_events(first, shift_to_now=state.backfill_end_at))
+    catalog = ItemCatalog()
+    catalog.apply(frame_items(load_ml100k_items(), state.live_start or time.time()))
+    pairs = offline_answers(judged, "frozen", update, state.run.store_dir, ServeSettings(),
+                            catalog, history, state.traffic.stats.published,
+                            float(demo.popularity_bucket_s))
+    return gap(pairs, state.traffic.stats.published, demo.attribution_window_s)
+
+
+def _print(out: dict[str, Any]) -> None:
+    rows = []
+    for arm, f in out["arms"].items():
+        rows.append((f"{arm}: answers / hit@10 [95%] / window / ndcg@10",
+                     f"{f['answers']} / {f['hit@10']:.4f} [{f['hit@10_ci95'][0]:.4f}, "
+                     f"{f['hit@10_ci95'][1]:.4f}] / {f['hit@10_window']:.4f} / "
+                     f"{f['ndcg@10']:.4f}"))
+    for name, r in out["ratios"].items():
+        rows.append((f"{name} (hit@10)", f"{r['ratio']:.3f} [{r['ci95'][0]:.3f}, "
+                                         f"{r['ci95'][1]:.3f}]"))
+    g = out["live_offline_gap"]
+    rows.append(("frozen live/offline gap (hit@10), same list",
+                 f"{g.get('gap')} ({g.get('served_hit@10')} vs {g.get('offline_hit@10')}), "
+                 f"{g.get('same_list')}"))
+    print_table("bench live (real services, randomized arms)", rows)
