@@ -23,6 +23,11 @@ _PREQ = Gauge(
     "streamrec_trainer_prequential", "Prequential metric over the recent window.", ["metric"]
 )
 _GATE = Counter("streamrec_trainer_gate_decisions_total", "Gate decisions.", ["outcome"])
+_RETRAINS = Counter(
+    "streamrec_trainer_retrain_decisions_total",
+    "Drift retrains published, or refused because the serving version scored better on their "
+    "validation queries.", ["outcome"],
+)
 _PUBLISHED = Counter("streamrec_trainer_publications_total", "Published versions.", ["kind"])
 _FRESHNESS = Histogram(
     "streamrec_trainer_model_freshness_seconds",
@@ -73,6 +78,9 @@ class TrainerMetrics:
         gain = decision.ranker_ndcg - decision.retrieval_ndcg
         if not math.isnan(gain):
             _RANKER_GAIN.set(gain)
+
+    def observe_retrain(self, publish: bool) -> None:
+        _RETRAINS.labels(outcome="publish" if publish else "refuse").inc()
 
     def observe_rejected(self, what: str, error: BaseException) -> None:
         _REJECTED.labels(what, type(error).__name__).inc()

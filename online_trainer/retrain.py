@@ -3,7 +3,8 @@
 The id space of the online model is kept and extended (rows never move), so `warm` mode can
 start from the current weights; `scratch` starts from a fresh initialisation. Validation is the
 most recent slice: each user's chronologically last event, ranked against all items, with the
-model trained on everything before it.
+model trained on everything before it. The version serving when the retrain began is scored on
+the same queries (`incumbent`), so that a retrain can be judged against what it would replace.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ class RetrainResult:
     model: OnlineModel
     report: FitReport
     validation: dict[str, float]
+    shared: tuple[dict[str, float], dict[str, float]] | None = None
+    """(retrained, serving version) on the validation queries both can score (None: no serving
+    version was given, or no query is within its rows)."""
+
+    def beats_incumbent(self) -> bool:
+        """NDCG@10 at least the serving version's on the shared queries (True without one)."""
+        if self.shared is None:
+            return True
+        mine, theirs = self.shared
+        return mine.get("ndcg@10", 0.0) >= theirs.get("ndcg@10", 0.0)
 
 
 def split_recent(
@@ -77,6 +88,7 @@ def full_retrain(
     mode: Mode = "scratch",
     max_users: int = 1_000_000,
     trainer_factory: Callable[[int, SessionTransformerConfig], SessionTrainer] = SessionTrainer,
+    incumbent: OnlineModel | None = None,
 ) -> RetrainResult:
     items = current.items.copy()
     train, validation, sequences = split_recent(interactions, items)
@@ -103,7 +115,27 @@ def full_retrain(
         report.epochs,
         metrics,
     )
-    return RetrainResult(model, report, metrics)
+    shared = _against(model, incumbent, validation) if incumbent is not None else None
+    if shared is not None:
+        logger.info("retrain against serving retrained=%s serving=%s", *shared)
+    return RetrainResult(model, report, metrics, shared)
+
+
+def _against(
+    model: OnlineModel, incumbent: OnlineModel, validation: Queries
+) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Both models on the validation queries whose rows the serving version has (rows never
+    move, so a row below its table means the same item to both; newer rows it cannot score)."""
+    rows = incumbent.trainer.model.n_items
+    keep = np.array([i for i, (h, t) in enumerate(zip(validation.histories, validation.targets,
+                                                      strict=True))
+                     if t < rows and (len(h) == 0 or int(h.max()) < rows)], dtype=np.int64)
+    if len(keep) == 0:
+        return None
+    subset = Queries([validation.histories[i] for i in keep],
+                     [validation.history_times[i] for i in keep],
+                     validation.query_times[keep], validation.targets[keep])
+    return model.trainer.evaluate(subset), incumbent.trainer.evaluate(subset)
 
 
 def _copy_known_rows(

@@ -97,6 +97,7 @@ class TrainerService:
         self._retrain_ends: dict[int, int] = {}
         self.retrains = 0
         self.retrain_failures = 0
+        self.retrains_refused = 0
 
     def _ranker_loop(self) -> ContractLoop[RankerExample]:
         starts = ReadsEveryExampleOnce()
@@ -281,8 +282,10 @@ class TrainerService:
         config = self.trainer.config.model_copy(
             update={"time_budget_s": self.settings.retrain_budget_s}
         )
+        incumbent = self.trainer.serving if self.settings.retrain_gate else None
         self._retrain_result = full_retrain(
-            interactions, self.trainer.model, config, mode, self.settings.max_users
+            interactions, self.trainer.model, config, mode, self.settings.max_users,
+            incumbent=incumbent,
         )
         self._retrain_ends = window.end_offsets
 
@@ -293,7 +296,17 @@ class TrainerService:
         result, ends = self._retrain_result, self._retrain_ends
         self._retrain_result = None
         assignment = self.consumer.raw.assignment()
-        if result is not None:
+        if result is not None and not result.beats_incumbent():
+            # A drift that did not happen (a KPI trend, a noisy window): what serves is better
+            # on the retrain's own validation queries, so it keeps serving and keeps learning.
+            assert result.shared is not None
+            logger.warning("retrain refused: the serving version is better retrained=%s "
+                           "serving=%s", *(m.get("ndcg@10") for m in result.shared))
+            self.trainer.metrics.observe_retrain(publish=False)
+            self.retrains_refused += 1
+            self.alerts.release()
+        elif result is not None:
+            self.trainer.metrics.observe_retrain(publish=True)
             self.trainer.adopt_retrained(result, ends)
             for tp in assignment:
                 if tp.partition in ends:

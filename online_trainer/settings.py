@@ -119,6 +119,12 @@ class TrainSettings(ServiceSettings):
     )
     archive_workers: int = Field(4, ge=1, le=64, description="Threads reading archive files.")
     retrain_budget_s: float = Field(300.0, gt=0, description="Wall-clock cap of a full retrain.")
+    retrain_gate: bool = Field(
+        True, description="A drift retrain is published only when its NDCG@10 on its own "
+        "validation queries (each user's last event of the window) is at least the serving "
+        "version's on the same queries; otherwise the alert is settled and the serving version "
+        "keeps serving and learning. False: every drift retrain is published.",
+    )
     retrain_mode: Literal["scratch", "warm"] = Field(
         "scratch", description="Full retrain from a fresh initialisation or from current weights."
     )
