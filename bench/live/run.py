@@ -11,6 +11,7 @@ keeps the services' logs, the model store and the demo's report.html (each arm o
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from bench.live.gap import PastEvent, gap, offline_answers
 from bench.report import print_table, write_result
 from deploy.demo import report, scenario
 from deploy.demo.bootstrap import split
+from deploy.demo.live import terminate
 from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.generators.dataset_replay import frame_events, frame_items
@@ -32,9 +34,6 @@ from serving.settings import ServeSettings
 logger = logging.getLogger(__name__)
 
 
-USER_GAP_S = 0.5
-"""User-paced (deploy/generators/replay_schedule.py): a user's next request waits until their
-previous event is in the feature store, as a person's next visit would."""
 PRETRAIN_CAP_S = 900.0
 """The pre-training runs its passes; this only stops a stuck one."""
 
@@ -48,15 +47,21 @@ class Options:
     """The online trainer's cadence of gated minor versions (what the `model` arm serves)."""
     pretrain_epochs: int = 10
     seed: int = 7
+    user_gap_s: float | None = 0.5
+    """User-paced (deploy/generators/replay_schedule.py): a user's next request waits until
+    their previous event is in the feature store, as a person's next visit would."""
+    reports_dir: Path = Path("reports")
+    """The run's folder (logs, model store, report.html) goes here."""
 
 
 def settings(options: Options) -> DemoSettings:
     return DemoSettings(
         experiment=True, drift_after_s=None, live_events=options.events,
-        events_per_s=options.events_per_s, request_share=1.0, user_gap_s=USER_GAP_S,
+        events_per_s=options.events_per_s, request_share=1.0, user_gap_s=options.user_gap_s,
         online_publish_every_s=options.publish_every_s, warmup_s=0.0,
         pretrain_epochs=options.pretrain_epochs, pretrain_budget_s=PRETRAIN_CAP_S,
         max_live_s=3600.0, dashboard=False, seed=options.seed,
+        reports_dir=options.reports_dir,
     )
 
 
@@ -64,7 +69,13 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
     started = time.perf_counter()
     demo = settings(options)
     last: list[RunState] = []
-    run_dir, summary = scenario.run(demo, lambda state: last.__setitem__(slice(None), [state]))
+    # SIGTERM unwinds through the scenario's finally blocks: services and the stack stop.
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        run_dir, summary = scenario.run(demo, lambda state: last.__setitem__(slice(None),
+                                                                            [state]))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     report.write(run_dir, summary)
     state = last[0]
     assert state.traffic is not None and state.observer is not None
@@ -74,7 +85,7 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
         "dataset": "ml-100k",
         "protocol": {"pretrain_share": demo.pretrain_share, "live_events": options.events,
                      "events_per_s": options.events_per_s, "requests_per_event": 1.0,
-                     "user_gap_s": demo.user_gap_s, "request_lead_s": demo.request_lead_s,
+                     "user_gap_s": options.user_gap_s, "request_lead_s": demo.request_lead_s,
                      "attribution_window_s": demo.attribution_window_s,
                      "publish_every_s": options.publish_every_s,
                      "pretrain_epochs": options.pretrain_epochs, "seed": options.seed},

@@ -46,7 +46,7 @@ class ScreenSaver:
         return path
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
+def terminate(signum: int, _frame: FrameType | None) -> None:
     # KeyboardInterrupt unwinds through every finally block: children and the stack stop.
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -56,7 +56,7 @@ def run_demo(settings: DemoSettings, screens: Path | None = None) -> Path:
     # RichHandler prints the time, level and source itself: the record needs only its message.
     logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console)],
                         format="%(message)s", force=True)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, terminate)
     saver = ScreenSaver(screens)
     last: list[RunState] = []
     try:

@@ -38,6 +38,8 @@ class ResponseOutcome:
     converted: bool
     feature_freshness_s: float | None = None
     model_freshness_s: float | None = None
+    experiment: str | None = None
+    arm: str | None = None
 
 
 @dataclass(eq=False)  # identity: two waiting responses are never the same one
@@ -50,6 +52,8 @@ class _Pending:
     items: frozenset[str]
     feature_freshness_s: float | None
     model_freshness_s: float | None
+    experiment: str | None = None
+    arm: str | None = None
     hit: bool = False
     clicked: bool = False
     converted: bool = False
@@ -57,7 +61,7 @@ class _Pending:
     def outcome(self) -> ResponseOutcome:
         return ResponseOutcome(
             self.model_version, self.served_at, self.hit, self.clicked, self.converted,
-            self.feature_freshness_s, self.model_freshness_s,
+            self.feature_freshness_s, self.model_freshness_s, self.experiment, self.arm,
         )
 
 
@@ -125,6 +129,8 @@ class AttributionJoin:
             items=frozenset(item.item_id for item in response.items[: self.k]),
             feature_freshness_s=_seconds(response.feature_freshness_ms),
             model_freshness_s=_seconds(response.model_freshness_ms),
+            experiment=response.experiment,
+            arm=response.arm,
         )
         self._by_request[pending.request_id] = pending
         self._by_user.setdefault(pending.user_id, []).append(pending)

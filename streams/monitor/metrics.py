@@ -41,12 +41,14 @@ class MonitorMetrics:
         )
         self.kpi_rate = Gauge(
             "streamrec_kpi_rate",
-            "The last closed window's KPI (hit_rate_at_k, ctr, conversion_rate).",
-            ["model_version", "kpi"], registry=r,
+            "The last closed window's KPI (hit_rate_at_k, ctr, conversion_rate) per model version "
+            "and experiment arm (\"\" outside any experiment).",
+            ["model_version", "arm", "kpi"], registry=r,
         )
         self.kpi_counts = Counter(
             "streamrec_kpi_responses", "Attributed responses by model version and result "
-            "(all, hit, click, conversion).", ["model_version", "result"], registry=r,
+            "(all, hit, click, conversion) and experiment arm.", ["model_version", "arm", "result"],
+            registry=r,
         )
         self.kpi_window_end = Gauge(
             "streamrec_kpi_window_end_timestamp_seconds", "End of the last closed KPI window.",
@@ -74,18 +76,18 @@ class MonitorMetrics:
             start_http_server(port, addr=host, registry=self.registry)
 
     def report(self, report: KpiReport) -> None:
-        version = report.model_version
+        version, arm = report.model_version, report.arm or ""
         for kpi, value in (
             ("hit_rate_at_k", report.hit_rate_at_k),
             ("ctr", report.ctr),
             ("conversion_rate", report.conversion_rate),
         ):
-            self.kpi_rate.labels(version, kpi).set(value)
+            self.kpi_rate.labels(version, arm, kpi).set(value)
         for result, count in (
             ("all", report.responses), ("hit", report.hits),
             ("click", report.clicks), ("conversion", report.conversions),
         ):
-            self.kpi_counts.labels(version, result).inc(count)
+            self.kpi_counts.labels(version, arm, result).inc(count)
         self.kpi_window_end.labels(version).set(report.window_end)
 
     def alert(self, alert: DriftAlert) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from schemas.alerts import DriftAlert
 from schemas.deadletter import DeadLetter
-from schemas.events import EventType, InteractionEvent
+from schemas.events import EventContext, EventType, InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
@@ -328,3 +328,52 @@ def test_hostile_records_on_both_topics_are_skipped_and_counted_while_the_monito
             time.sleep(0.2)
     # Every one was skipped, an event an hour ahead included: none moved event time forward.
     assert [invalid(t) for t in topics] == [len(hostile)] * 2
+
+
+def test_each_experiment_arm_gets_its_own_kpi_reports_equal_to_a_recount(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    rng = random.Random(11)
+    arms = ("popularity", "frozen", "model", "ranker")
+    records: list[Record] = []
+    responses: list[RecommendationResponse] = []
+    clicks: dict[str, tuple[str, float]] = {}
+    for n in range(240):
+        user, at = f"x{n % 60}", T0 + rng.uniform(0, 3 * WINDOW_S - ATTRIBUTION_S)
+        arm = arms[n % 60 % 4]
+        shown = tuple(rng.sample("abcdef", 3))
+        answer = RecommendationResponse(
+            request_id=f"q{n}", user_id=user, status="ok", served_at=at,
+            model_version="v1" if arm == "frozen" else "v2", experiment="exp", arm=arm,
+            items=[ScoredItem(item_id=i, score=1.0) for i in shown],
+        )
+        responses.append(answer)
+        if rng.random() < 0.6:  # the user picks something within or after the window
+            item, when = rng.choice("abcdef"), at + rng.uniform(0, 1.5 * ATTRIBUTION_S)
+            clicks[answer.request_id] = (item, when)
+            records.append(InteractionEvent(
+                event_id=f"c{n}", user_id=user, session_id=f"s-{user}", item_id=item,
+                event_type=EventType.CLICK, timestamp=when,
+                context=EventContext(source="recommendation", request_id=answer.request_id),
+            ))
+    # Each topic in event time: the monitor counts a record behind its watermark as late.
+    records = sorted(records, key=lambda r: r.timestamp if isinstance(r, InteractionEvent) else 0)
+    records += [*sorted(responses, key=lambda r: r.served_at),
+                *watermark_pushers(T0 + 10 * WINDOW_S)]
+    # The recount: a response is a hit when the click naming it is on one of its items within
+    # the attribution window; one row per window, model version and arm.
+    expected: dict[tuple[float, str, str], list[int]] = {}
+    for answer in responses:
+        start = (answer.served_at // WINDOW_S) * WINDOW_S
+        row = expected.setdefault((start, answer.model_version or "", answer.arm or ""), [0, 0])
+        item, when = clicks.get(answer.request_id, ("", -1.0))
+        listed = {i.item_id for i in answer.items}
+        row[0] += 1
+        row[1] += item in listed and answer.served_at <= when <= answer.served_at + ATTRIBUTION_S
+    with monitoring(settings):
+        publish(kafka, records)
+        reports = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport,
+                             lambda r: len(r) >= len(expected))
+    got = {(r.window_start, r.model_version, r.arm or ""): [r.responses, r.hits] for r in reports}
+    assert got == expected
+    assert all(r.experiment == "exp" for r in reports)
