@@ -64,6 +64,11 @@ class ServeMetrics:
         self.canary_decisions = Counter(
             "streamrec_serve_canary_decisions", "Canary decisions taken.", ["action"], registry=r
         )
+        self.ranker_rollbacks = Counter(
+            "streamrec_serve_ranker_arm_rollbacks", "Published rankers rolled back because their "
+            "live experiment arm did worse than the model arm (serving/ranker_arm.py).",
+            registry=r,
+        )
         self.answers = Counter(
             "streamrec_serve_answers",
             "Answers by experiment arm, strategy that served them and status (error answers "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from models.logged_ranker import LoggedRanker
@@ -64,9 +65,15 @@ class RankerSlot:
         self._failed: set[tuple[str, str]] = set()
         self._current: PublishedRanker | None = None
         self._current_update: ModelUpdate | None = None
+        self.since = 0.0
+        """When the current version started serving (wall clock)."""
 
     def current(self) -> PublishedRanker | None:
         return self._current
+
+    def current_update(self) -> ModelUpdate | None:
+        """The record the current version serves under (None: retrieval order)."""
+        return self._current_update
 
     def apply(self, update: ModelUpdate) -> bool:
         """The version's newest record; True when another ranker (or none) serves now."""
@@ -97,6 +104,7 @@ class RankerSlot:
                 self._on_rejected(update, error)
                 continue
             self._current, self._current_update = loaded, update
+            self.since = time.time()
             logger.info("ranker serving version=%s", update.version)
             return True
         changed = self._current is not None

@@ -106,7 +106,8 @@ class ScorerService:
             catalog=self.catalog, new_item_slots=settings.new_item_slots,
             experiment=settings.experiment, pinned=self.pinned.snapshot,
         )
-        canary = CanaryDecisions(settings, self.registry, self.control_producer, metrics)
+        canary = CanaryDecisions(settings, self.registry, self.control_producer, metrics,
+                                 self.ranker)
         self.registry.on_change = canary.routing_changed
         self.updates = ModelUpdates(settings, self.registry, self.ranker, self.pinned, metrics)
         self.catalog_follower = catalog = CatalogFollower(self.catalog, metrics)

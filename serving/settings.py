@@ -40,6 +40,25 @@ class CanaryPolicy(BaseModel):
     )
 
 
+class RankerArmPolicy(BaseModel):
+    """When the published ranker is rolled back on its live experiment arm
+    (serving/ranker_arm.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ranker_arm: str = Field("ranker", min_length=1, description="The arm the ranker orders.")
+    model_arm: str = Field(
+        "model", min_length=1, description="The arm of the same live version in retrieval order."
+    )
+    min_responses: int = Field(
+        1000, ge=1, description="Attributed responses each arm needs before any verdict."
+    )
+    z: float = Field(
+        1.96, gt=0.0, description="Roll back when the ranker arm's hit rate is below the model "
+        "arm's with a two-proportion z statistic at most -z.",
+    )
+
+
 class ServeSettings(ServiceSettings):
     KAFKA_PRINCIPAL: ClassVar[str | None] = SCORER
     REDIS_USER: ClassVar[str | None] = "scorer"
@@ -156,6 +175,7 @@ class ServeSettings(ServiceSettings):
         "replaces them while present.",
     )
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    ranker_arm: RankerArmPolicy = Field(default_factory=RankerArmPolicy)
     experiment: Experiment = Field(
         default_factory=Experiment,
         description="The user-level experiment: its name and arms (STREAMREC_EXPERIMENT__ARMS="

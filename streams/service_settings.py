@@ -55,7 +55,7 @@ SERVICE_VARIABLES: frozenset[str] = frozenset((
     "model_catch_up_s", "model_name", "model_store", "new_item_slots", "online_item_lr",
     "online_lr", "poll_timeout_s", "popularity_bucket_s", "popularity_candidates",
     "psi_reference_path", "publish_every_s", "publish_stage", "ranker_enabled",
-    "ranker_gate_every", "ranker_group_id", "ranker_held_back", "ranker_min_gain",
+    "ranker_arm", "ranker_gate_every", "ranker_group_id", "ranker_held_back", "ranker_min_gain",
     "ranker_min_lists", "ranker_name", "redis", "redis_read_spin_us", "requests_offset_reset",
     "retention_days", "retrain_budget_s", "retrain_gate", "retrain_min_after_change_s",
     "retrain_mode", "retrain_retry_s", "retrain_window_s", "retrieval", "retry_initial_s",

@@ -9,47 +9,18 @@ import pytest
 from prometheus_client import REGISTRY
 
 from models.logged_ranker import GateDecision
-from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
 from models.store import ModelStore
 from online_trainer.metrics import TrainerMetrics
 from online_trainer.ranker_training import RankerTraining
-from schemas.ranker_examples import RankerExample, encode_vectors
 from serving.ranker_slot import RankerSlot
-
-T0 = 1_750_000_000.0
-WIDTH = len(SERVING_FEATURE_NAMES)
-
-
-def _examples(n: int, seed: int, signal: bool = True, feature_set: str = SERVING_FEATURE_SET,
-              model_version: str = "1.0") -> list[RankerExample]:
-    """10 shown candidates in retrieval order each; with `signal` the acted-on one is the
-    candidate most similar to the user's last item (sim_last), which retrieval misses."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for k in range(n):
-        vectors = rng.normal(size=(10, WIDTH)).astype(np.float32)
-        vectors[:, 0] = np.sort(rng.normal(size=10))[::-1]
-        grades = [0] * 10
-        grades[int(np.argmax(vectors[:, 3])) if signal else int(rng.integers(10))] = 2
-        out.append(RankerExample(
-            request_id=f"r{seed}-{k}", user_id=f"u{k}", served_at=T0 + k, features_at=T0 + k,
-            model_version=model_version, feature_set=feature_set, n_features=WIDTH,
-            candidates=[f"i{j}" for j in range(10)], vectors=encode_vectors(vectors),
-            grades=grades, labelled_at=T0 + k + 60,
-        ))
-    return out
-
-
-def _train(training: RankerTraining, examples: list[RankerExample]) -> None:
-    for lo in range(0, len(examples), 50):
-        training.step(examples[lo : lo + 50], now=T0)
+from tests.unit.online_trainer.helpers import T0, ranker_examples, train_ranker
 
 
 def test_a_ranker_that_beats_retrieval_is_stored_published_and_served(tmp_path: Path) -> None:
     store = ModelStore(tmp_path)
     training = RankerTraining(store, held_back=100, gate_every=2, min_lists=50)
     for epoch in range(6):
-        _train(training, _examples(300, seed=epoch))
+        train_ranker(training, ranker_examples(300, seed=epoch))
     assert training.decisions and training.decisions[-1].promote, training.decisions
     update = training.published[-1]
     assert update.model_name == "ranker" and update.stage == "serving"
@@ -59,15 +30,15 @@ def test_a_ranker_that_beats_retrieval_is_stored_published_and_served(tmp_path: 
     assert slot.apply(update)
     served = slot.current()
     assert served is not None and served.version == update.version
-    vectors = _examples(1, seed=99)[0].matrix()
+    vectors = ranker_examples(1, seed=99)[0].matrix()
     np.testing.assert_array_equal(served.model.score(vectors), training.ranker.score(vectors))
     assert served.reranks("1.0") and served.reranks("1.7") and not served.reranks("2.0")
 
 
 def test_the_gate_judges_only_lists_of_the_newest_retrieval_major(tmp_path: Path) -> None:
     training = RankerTraining(ModelStore(tmp_path), held_back=400, gate_every=1, min_lists=50)
-    training.step(_examples(300, seed=0), now=T0)  # retriever 1.x: all held back
-    step = training.step(_examples(40, seed=1, model_version="2.0"), now=T0)
+    training.step(ranker_examples(300, seed=0), now=T0)  # retriever 1.x: all held back
+    step = training.step(ranker_examples(40, seed=1, model_version="2.0"), now=T0)
     assert step.decision is not None and step.decision.lists == 40  # not 340
     assert not step.decision.promote and "need 50" in step.decision.reason
 
@@ -75,7 +46,7 @@ def test_the_gate_judges_only_lists_of_the_newest_retrieval_major(tmp_path: Path
 def test_without_a_signal_nothing_is_published(tmp_path: Path) -> None:
     training = RankerTraining(ModelStore(tmp_path), held_back=100, gate_every=2, min_gain=0.02)
     for epoch in range(3):
-        _train(training, _examples(300, seed=epoch, signal=False))
+        train_ranker(training, ranker_examples(300, seed=epoch, signal=False))
     assert training.decisions and not any(d.promote for d in training.decisions)
     assert training.published == [] and ModelStore(tmp_path).latest("ranker") is None
 
@@ -84,7 +55,7 @@ def test_examples_of_another_feature_set_are_rejected_for_the_dead_letters(
     tmp_path: Path,
 ) -> None:
     training = RankerTraining(ModelStore(tmp_path))
-    step = training.step(_examples(3, seed=1, feature_set="old-set"))
+    step = training.step(ranker_examples(3, seed=1, feature_set="old-set"))
     assert len(step.rejected) == 3 and step.trained_lists == 0
 
 
@@ -92,7 +63,7 @@ def test_the_slot_refuses_a_tampered_version_and_keeps_retrieval_order(tmp_path:
     store = ModelStore(tmp_path)
     training = RankerTraining(store, held_back=100, gate_every=2, min_lists=50)
     for epoch in range(6):
-        _train(training, _examples(300, seed=epoch))
+        train_ranker(training, ranker_examples(300, seed=epoch))
     update = training.published[-1]
     rejected: list[str] = []
     slot = RankerSlot(store, "ranker", lambda u, e: rejected.append(type(e).__name__))

@@ -1,0 +1,108 @@
+"""The published ranker judged on its live experiment arm: kept while its answers are not worse
+than the `model` arm's (the same live version in retrieval order), rolled back otherwise.
+
+The ranker gate promotes on held-back lists; what users do with the ranker's answers is the
+evidence that counts. With an experiment that has both arms, the monitor's per-arm KPI reports
+(`kpi.metrics`, one per version, arm and window) are pooled per arm from the moment the current
+ranker started serving. Once each arm has `min_responses` attributed responses, a one-sided
+two-proportion z-test decides: the ranker arm's rate below the model arm's with z at most
+`-z` rolls the ranker back (a `rolled_back` record for its version on `model.updates`: the
+newest earlier serving ranker, or retrieval order, serves). A ranker that is not worse stays,
+and the comparison goes on with every new window.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+from schemas.kpi import KpiReport
+from schemas.model_updates import ModelUpdate
+from serving.settings import RankerArmPolicy
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Arm:
+    responses: int = 0
+    hits: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.responses if self.responses else 0.0
+
+
+@dataclass(frozen=True)
+class ArmVerdict:
+    ranker_version: str
+    ranker_rate: float
+    model_rate: float
+    ranker_responses: int
+    model_responses: int
+    z: float
+
+    @property
+    def reason(self) -> str:
+        return (f"ranker arm hit rate {self.ranker_rate:.4f} ({self.ranker_responses}) vs model "
+                f"arm {self.model_rate:.4f} ({self.model_responses}): z {self.z:.2f}")
+
+
+def z_score(ranker: _Arm, model: _Arm) -> float:
+    """Two-proportion z statistic of ranker minus model (pooled variance; 0 without spread)."""
+    pooled = (ranker.hits + model.hits) / (ranker.responses + model.responses)
+    spread = pooled * (1 - pooled) * (1 / ranker.responses + 1 / model.responses)
+    return (ranker.rate - model.rate) / math.sqrt(spread) if spread > 0 else 0.0
+
+
+@dataclass
+class RankerArmJudge:
+    policy: RankerArmPolicy
+    _version: str | None = None
+    _since: float = 0.0
+    _arms: dict[str, _Arm] = field(default_factory=dict)
+    _counted: set[str] = field(default_factory=set)
+    _decided: bool = False
+
+    def watch(self, version: str | None, since: float) -> None:
+        """A fresh comparison for each ranker version that starts serving."""
+        if version == self._version:
+            return
+        self._version, self._since, self._decided = version, since, False
+        self._arms = {self.policy.ranker_arm: _Arm(), self.policy.model_arm: _Arm()}
+        self._counted = set()
+
+    def record(self, report: KpiReport) -> ArmVerdict | None:
+        """The verdict when this report makes the ranker arm worse with confidence, else None."""
+        arm = self._arms.get(report.arm or "")
+        if (arm is None or self._version is None or self._decided
+                or report.window_start < self._since or report.report_id in self._counted):
+            return None
+        self._counted.add(report.report_id)
+        arm.responses += report.responses
+        arm.hits += report.hits
+        ranker, model = self._arms[self.policy.ranker_arm], self._arms[self.policy.model_arm]
+        if min(ranker.responses, model.responses) < self.policy.min_responses:
+            return None
+        z = z_score(ranker, model)
+        if z > -self.policy.z:
+            return None
+        self._decided = True
+        verdict = ArmVerdict(self._version, ranker.rate, model.rate, ranker.responses,
+                             model.responses, z)
+        logger.warning("ranker arm rollback version=%s reason=%s", self._version, verdict.reason)
+        return verdict
+
+
+def rollback_update(verdict: ArmVerdict, current: ModelUpdate) -> ModelUpdate:
+    """The `rolled_back` record the scorer publishes for the ranker version it judged."""
+    return current.model_copy(update={
+        "stage": "rolled_back",
+        "metrics": {"ranker_arm_hit_rate": verdict.ranker_rate,
+                    "model_arm_hit_rate": verdict.model_rate,
+                    "ranker_arm_responses": float(verdict.ranker_responses),
+                    "model_arm_responses": float(verdict.model_responses),
+                    "z": verdict.z},
+        "note": f"ranker arm rollback: {verdict.reason}"[:2048],
+    })

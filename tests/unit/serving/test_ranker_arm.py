@@ -1,0 +1,133 @@
+"""The published ranker judged on its live arm: rolled back only when its arm's hit rate is
+below the model arm's with confidence, on reports since it started serving, each counted once."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from models.store import ModelStore
+from online_trainer.ranker_training import RankerTraining
+from schemas.kpi import KpiReport
+from schemas.model_updates import ModelUpdate
+from schemas.topics import MODEL_UPDATES
+from serving.canary_decisions import CanaryDecisions
+from serving.metrics import ServeMetrics
+from serving.ranker_arm import RankerArmJudge, rollback_update
+from serving.ranker_slot import RankerSlot
+from serving.registry import ModelRegistry
+from serving.settings import RankerArmPolicy, ServeSettings
+from streams.kafka.contract_loop import Envelope
+from streams.kafka.deadletter import SourcePosition
+from tests.unit.online_trainer.helpers import ranker_examples, train_ranker
+from tests.unit.serving.fakes import update
+
+POLICY = RankerArmPolicy(min_responses=500, z=1.96)
+T = 1_800_000_000.0
+
+
+def report(arm: str, responses: int, hits: int, start: float = T,
+           report_id: str | None = None) -> KpiReport:
+    return KpiReport(
+        report_id=report_id or uuid.uuid4().hex, model_version="1.3", experiment="live",
+        arm=arm, window_start=start, window_end=start + 5, k=10, responses=responses, hits=hits,
+        clicks=hits, conversions=0, hit_rate_at_k=hits / responses, ctr=hits / responses,
+        conversion_rate=0.0,
+    )
+
+
+def watching(version: str = "2.0", since: float = T) -> RankerArmJudge:
+    judge = RankerArmJudge(POLICY)
+    judge.watch(version, since)
+    return judge
+
+
+def test_a_ranker_arm_worse_with_confidence_is_rolled_back() -> None:
+    judge = watching()
+    assert judge.record(report("model", 600, 120)) is None  # the ranker arm has no answers yet
+    verdict = judge.record(report("ranker", 600, 80))
+    assert verdict is not None and verdict.ranker_version == "2.0"
+    assert verdict.z < -1.96 and (verdict.ranker_rate, verdict.model_rate) == (80 / 600, 0.2)
+    assert judge.record(report("ranker", 600, 10)) is None  # decided once per version
+
+
+def test_a_small_or_uncertain_difference_keeps_the_ranker() -> None:
+    judge = watching()
+    assert judge.record(report("model", 400, 80)) is None
+    assert judge.record(report("ranker", 400, 40)) is None  # under min_responses
+    assert judge.record(report("model", 600, 120)) is None
+    assert judge.record(report("ranker", 600, 170)) is None  # 0.21 vs 0.20: not worse
+
+
+def test_reports_before_the_ranker_served_other_arms_and_repeats_do_not_count() -> None:
+    judge = watching(since=T)
+    assert judge.record(report("ranker", 5000, 0, start=T - 50)) is None  # before it served
+    assert judge.record(report("popularity", 5000, 0)) is None
+    judge.record(report("model", 600, 120, report_id="m"))
+    judge.record(report("ranker", 600, 80, report_id="r"))
+    again = watching(since=T)
+    again.record(report("model", 600, 120, report_id="m"))
+    assert again.record(report("model", 600, 120, report_id="m")) is None
+    assert again.record(report("ranker", 300, 40, report_id="r")) is None
+    assert again.record(report("ranker", 300, 40, report_id="r")) is None  # counted once
+
+
+def test_a_new_ranker_version_starts_a_fresh_comparison() -> None:
+    judge = watching("2.0")
+    judge.record(report("model", 600, 120))
+    judge.record(report("ranker", 400, 50))
+    judge.watch("2.1", T + 100)
+    assert judge.record(report("ranker", 600, 80, start=T + 100)) is None  # model arm reset
+    assert judge.record(report("model", 600, 120, start=T + 100)) is not None
+
+
+def test_the_rollback_record_names_the_ranker_version_and_the_evidence() -> None:
+    judge = watching()
+    judge.record(report("model", 600, 120))
+    verdict = judge.record(report("ranker", 600, 80))
+    assert verdict is not None
+    current = update("2.0")
+    rolled = rollback_update(verdict, current)
+    assert rolled.stage == "rolled_back" and rolled.version == "2.0"
+    assert rolled.sha256 == current.sha256 and rolled.log_key == current.log_key
+    assert rolled.metrics["z"] == verdict.z and "ranker arm rollback" in (rolled.note or "")
+
+
+def envelope(record: KpiReport) -> Envelope[KpiReport]:
+    return Envelope(record, None, SourcePosition("kpi.metrics", 0, 0, None), b"")
+
+
+def _no_loads(_update: ModelUpdate) -> None:
+    raise AssertionError("no session model is loaded here")
+
+
+class _Producer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, object]] = []
+
+    def send(self, topic: str, key: object, record: object) -> None:
+        self.sent.append((topic, record))
+
+
+def test_the_scorer_rolls_its_ranker_back_and_publishes_the_record(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path)
+    training = RankerTraining(store, held_back=100, gate_every=2, min_lists=50)
+    for epoch in range(6):
+        train_ranker(training, ranker_examples(300, seed=epoch))
+    published = training.published[-1]
+    slot = RankerSlot(store, "ranker")
+    assert slot.apply(published)
+    settings = ServeSettings(ranker_arm=POLICY)
+    producer = _Producer()
+    metrics = ServeMetrics()
+    registry = ModelRegistry("session", _no_loads, 0.0)  # type: ignore[arg-type]
+    handler = CanaryDecisions(settings, registry, producer, metrics, slot)  # type: ignore[arg-type]
+    since = slot.since
+    handler.handle([envelope(report("model", 600, 120, start=since)),
+                    envelope(report("ranker", 600, 80, start=since))])
+    assert slot.current() is None  # retrieval order: no earlier serving ranker
+    [(topic, record)] = producer.sent
+    assert topic == settings.kafka.topic(MODEL_UPDATES)
+    assert isinstance(record, ModelUpdate) and record.version == published.version
+    assert record.stage == "rolled_back"
+    assert metrics.ranker_rollbacks._value.get() == 1
