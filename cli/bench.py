@@ -194,6 +194,24 @@ def bench_archive(
     run(json_path, repeats=repeats, workers=workers)
 
 
+@app.command("monitor")
+def bench_monitor(
+    json_path: Path = typer.Option(
+        Path("bench/results/monitor.json"), "--json", help="Output JSON."
+    ),
+    responses: int = typer.Option(40_000, min=1_000, help="Responses in the backlog (each with "
+                                  "3 interactions; logged features for every fourth)."),
+    before_ref: str = typer.Option(
+        "", help="Git ref of the monitor to compare with; empty: the last before faust."
+    ),
+) -> None:
+    """Interactions/s and responses/s one monitor worker sustains: faust and the monitor
+    before it, side by side on one backlog."""
+    from bench.monitor import run
+
+    run(json_path, responses=responses, before_ref=before_ref or None)
+
+
 @app.command("online")
 def bench_online(
     json_path: Path = typer.Option(Path("bench/results/online.json"), "--json"),

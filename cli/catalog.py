@@ -43,7 +43,7 @@ def list_catalog() -> None:
         table.add_row(
             spec.name,
             spec.key,
-            spec.value.__name__,
+            spec.value.__name__ if spec.value else "(state rows)",
             str(spec.partitions),
             str(spec.retention_ms),
             spec.cleanup_policy,

@@ -22,19 +22,18 @@ import msgspec
 from msgspec import Meta, Struct
 
 from schemas.events import EventType
-from schemas.fields import ID_CHARACTERS
 from schemas.limits import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, MAX_TIMESTAMP_S, MIN_TIMESTAMP_S
 
-_Id = Annotated[
-    str,
-    # msgspec searches with Python's `re`, where `\Z` (not `$`) is the very end of the text.
-    Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=rf"\A[{ID_CHARACTERS}]+\Z"),
-]
+# The id rule's characters are checked once per record over all its ids (`_ids_valid`), not by
+# a pattern per field: msgspec runs a Python `re` search per string.
+_Id = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH)]
 Device = Literal["web", "ios", "android", "tv", "other"]
 Source = Literal["search", "home", "recommendation", "category", "other"]
 
 
-class InteractionContext(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+# Records hold strings, numbers and records, never a cycle: untracked by the garbage collector
+# (gc=False), which then need not track the thousands a batch decodes.
+class InteractionContext(Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """`schemas.events.EventContext`."""
 
     price: Annotated[float, Meta(ge=0.0, le=1e9)] | None = None
@@ -44,7 +43,7 @@ class InteractionContext(Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     request_id: _Id | None = None
 
 
-class InteractionRecord(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class InteractionRecord(Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """`schemas.events.InteractionEvent`: the same fields, names and values."""
 
     schema_version: Annotated[float, Meta(ge=1, le=1)] = 1
@@ -72,4 +71,19 @@ def decode_interaction(raw: bytes | None, latest_timestamp: float) -> Interactio
     except Exception:  # DecodeError, or UnicodeDecodeError on a name that is not UTF-8: any
         return None  # failure is the contract's to judge and explain
 
-    return record if record.timestamp <= latest_timestamp else None
+    if record.timestamp > latest_timestamp or not _ids_valid(record):
+        return None
+    return record
+
+
+def _ids_valid(record: InteractionRecord) -> bool:
+    """Every id of the record holds only `schemas.fields.ID_CHARACTERS` (printable ASCII but
+    the space)."""
+    ids = record.event_id + record.user_id + record.session_id + record.item_id
+    context = record.context
+    if context is not None:
+        if context.category is not None:
+            ids += context.category
+        if context.request_id is not None:
+            ids += context.request_id
+    return ids.isascii() and ids.isprintable() and " " not in ids

@@ -26,11 +26,13 @@ _DAY_MS = 24 * 3600 * 1000
 class TopicSpec:
     name: str
     key: str
-    value: type[BaseModel]
+    value: type[BaseModel] | None
+    """The records' contract; None for a service's state changelog, whose rows keep records of
+    several contracts as they were read."""
     partitions: int
     retention_ms: int
     """-1 keeps records forever (compacted topics)."""
-    cleanup_policy: Literal["delete", "compact"] = "delete"
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
     extra_config: dict[str, str] = field(default_factory=dict)
 
     def config(self) -> dict[str, str]:
@@ -99,7 +101,17 @@ RANKER_EXAMPLES = TopicSpec(
     "ranker.examples", "user_id", RankerExample, partitions=4, retention_ms=7 * _DAY_MS
 )
 
-
+# The monitor's join and KPI-window state (streams/monitor/state.py): the changelog of its faust
+# table, partitioned like the inputs it joins. Compacted, and deleting what is older than the
+# longest attribution window allowed plus a day, so an abandoned row does not stay forever.
+MONITOR_STATE = TopicSpec(
+    "monitor.state.changelog",
+    "state row",
+    None,
+    partitions=4,
+    retention_ms=8 * _DAY_MS,
+    cleanup_policy="compact,delete",
+)
 
 # What applications know about their items (genres, release year): the rankers' content
 # features. Compacted, and read whole by every scorer at each start, like model.updates.
@@ -152,6 +164,7 @@ CATALOG: tuple[TopicSpec, ...] = (
     RANKER_EXAMPLES_DLQ,
     CATALOG_ITEMS,
     CATALOG_ITEMS_DLQ,
+    MONITOR_STATE,
 )
 
 

@@ -4,7 +4,7 @@ The vectors are the serving feature set of models.point_in_time, computed by its
 functions from what the scorer holds at request time: the ANN scores of the filtered candidates
 (retrieval order), the version's item and query vectors, the history the version encoded, and
 the candidates' item state (serving.features.StateArrays) from the scorer's table.
-The monitor labels the logged vectors later (streams.monitor.examples), so the ranker trains on
+The monitor labels the logged vectors later (streams.monitor.join), so the ranker trains on
 the vectors it serves, never on a second implementation.
 """
 

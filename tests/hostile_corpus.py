@@ -26,6 +26,7 @@ from schemas.topics import (
     KPI_METRICS,
     MODEL_UPDATES,
     REC_REQUESTS,
+    REC_RESPONSES,
     TopicSpec,
 )
 from tests.contract_examples import examples
@@ -50,6 +51,7 @@ DOORS: dict[str, Door] = {
     for d in (
         Door(INTERACTIONS, "InteractionEvent", "user_id", "timestamp"),
         Door(REC_REQUESTS, "RecommendationRequest", "request_id", "sent_at"),
+        Door(REC_RESPONSES, "RecommendationResponse", "request_id", "served_at"),
         Door(MODEL_UPDATES, "ModelUpdate", "model_name", "published_at"),
         Door(KPI_METRICS, "KpiReport", "model_version", "window_end"),
         Door(ALERTS_DRIFT, "DriftAlert", "alert_id", "detected_at"),

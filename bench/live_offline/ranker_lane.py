@@ -1,8 +1,9 @@
 """The published ranker's path, replayed: log, wait and label, train and gate, serve.
 
 The ranker arm's answers log their ranking-stage vectors (the scorer's `ServedFeatures`); the
-monitor's labeller (streams.monitor.examples) grades every logged candidate by the user's
-interactions within the attribution window, attributing each interaction as the monitor does;
+monitor's windowed join (streams.monitor.join, without its Kafka and faust transport) grades
+every logged candidate by the user's interactions within the attribution window, attributing
+each interaction as the monitor does;
 closed examples reach the online trainer's ranker training (online_trainer.ranker_training:
 held-back lists, partial fits, the gate) one micro-batch at a time; a promoted version is loaded
 as the scorer's ranker slot loads it and re-orders the arm's answers from `load_s` after.
@@ -23,10 +24,12 @@ from schemas.ranker_examples import RankerExample
 from serving.feature_log import PublishedRanker
 from serving.ranker_slot import load_ranker
 from serving.stages.ordering import Answer
-from streams.monitor.examples import ExampleLabeller
+from streams.monitor.join import AnswerJoin
 
 _MAX_PENDING = 1_000_000
 """The replay bounds nothing: every answer waits for its whole window."""
+_K = 1
+"""The join's KPI cut-off: the lane adds no responses, so no KPI outcome is computed."""
 
 
 @dataclass
@@ -41,7 +44,7 @@ class RankerLane:
     the newest that showed the item, else the newest that logged it); diagnostics that do not
     depend on what was shown: `next`, the request's own next item graded 1; `window`, every
     item the user interacted with within the window graded 1."""
-    labeller: ExampleLabeller = field(init=False)
+    join: AnswerJoin = field(init=False)
     training: RankerTraining = field(init=False)
     queued: list[RankerExample] = field(default_factory=list)
     published: list[tuple[float, PublishedRanker]] = field(default_factory=list)
@@ -50,11 +53,12 @@ class RankerLane:
     """Positive grades that are the request's own next item (the strict hit's target)."""
     positives: int = 0
     _watermark: float = 0.0
+    _events: int = 0
     _targets: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.settings
-        self.labeller = ExampleLabeller(self.window_s, _MAX_PENDING)
+        self.join = AnswerJoin(self.window_s, _K, _MAX_PENDING)
         self.training = RankerTraining(
             ModelStore(self.store_dir), held_back=s.ranker_held_back,
             gate_every=s.ranker_gate_every, min_gain=s.ranker_min_gain,
@@ -67,7 +71,7 @@ class RankerLane:
         items of its window."""
         for answer, target in zip(answers, targets, strict=True):
             if answer.features is not None:
-                self.labeller.add_features(answer.features)
+                self.join.add_features(answer.features)
                 self._targets[answer.features.request_id] = target
 
     def interaction(self, user: str, item: str, at: float, credited: str | None) -> None:
@@ -75,15 +79,18 @@ class RankerLane:
         names it, as the demo's traffic does)."""
         context = EventContext(source="recommendation", request_id=credited) if credited else None
         event = InteractionEvent(
-            event_id=f"e{at}", user_id=user, session_id=f"{user}-live", item_id=item,
+            event_id=f"e{self._events}", user_id=user, session_id=f"{user}-live", item_id=item,
             event_type=EventType.CLICK, timestamp=at, context=context,
         )
+        self._events += 1
         self._watermark = max(self._watermark, at - self.lateness_s)
-        self.labeller.add_interaction(event, self._watermark)
+        self.join.add_interaction(event, self._watermark)
 
     def micro_batch(self, now: float) -> None:
         """The monitor publishes what closed; the trainer's ranker loop takes one batch."""
-        self.queued.extend(self._graded(e) for e in self.labeller.expire(self._watermark))
+        closed = self.join.expire(self._watermark)
+        self.join.forgotten.clear()  # the monitor's state table reads it; the lane keeps none
+        self.queued.extend(self._graded(c.example) for c in closed if c.example is not None)
         if not self.queued:
             return
         step = self.training.step(self.queued, now)

@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 from deploy.demo.observer import Observer
 from deploy.demo.ranking import Credit
 from schemas import EventContext, InteractionEvent, RecommendationRequest
+from schemas.hits import strict_hit
 from schemas.topics import INTERACTIONS, REC_REQUESTS
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
+
+_K = 10
 
 
 class ItemRemap:
@@ -118,7 +121,7 @@ class Traffic:
     def request(self, user_id: str, session_id: str | None, now: float) -> str:
         request_id = uuid.uuid4().hex
         record = RecommendationRequest(
-            request_id=request_id, user_id=user_id, session_id=session_id, k=10, sent_at=now
+            request_id=request_id, user_id=user_id, session_id=session_id, k=_K, sent_at=now
         )
         self._producer.send(self._requests_topic, user_id, record)
         self.stats.requests += 1
@@ -162,7 +165,9 @@ class Traffic:
             s.feature_freshness_ms.append(response.feature_freshness_ms)
         version = response.model_version or f"unversioned-{response.strategy}"
         s.versions[version] = s.versions.get(version, 0) + 1
-        hit = any(i.item_id == pending.event.item_id for i in response.items)
+        # The event is this user's next act after the answer: a strict hit by the one
+        # definition the monitor and the benches use.
+        hit = strict_hit([i.item_id for i in response.items], pending.event.item_id, k=_K)
         s.client_hits += hit
         s.credits.append(Credit(pending.sent_at, response.strategy, hit))
         s.served.append(Served(pending.request_id, pending.sent_at, response.user_id,

@@ -70,6 +70,20 @@ def create_topics(
     ]
 
 
+def delete_topics(
+    connection: KafkaConnection,
+    specs: tuple[TopicSpec, ...] = CATALOG,
+    timeout_s: float = 30.0,
+) -> None:
+    """Deletes the catalog's topics under `connection`'s prefix (those that exist)."""
+    admin = AdminClient(connection.client_config())
+    existing = admin.list_topics(timeout=timeout_s).topics
+    names = [connection.topic(s) for s in specs if connection.topic(s) in existing]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout_s).values():
+            future.result()
+
+
 def end_offsets(connection: KafkaConnection, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """Each non-empty partition's end (the offset its next record will get), asked through an
     admin client: a consumer busy polling in another thread answers such queries late."""

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
 
 from schemas.deadletter import MAX_ORIGINAL_BYTES, DeadLetter
 from schemas.fields import printable_text
 from schemas.limits import MAX_ID_LENGTH
 from schemas.topics import dead_letter_topic
 from schemas.wire import ContractError
-from streams.kafka.producer import EventProducer
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,13 @@ def build_dead_letter(
     )
 
 
+class RecordSender(Protocol):
+    """What a dead-letter writer sends through: the service's EventProducer, or a faust app's
+    producer (streams/kafka/faust_app.py)."""
+
+    def send(self, topic: str, key: str | bytes | None, record: BaseModel) -> None: ...
+
+
 class DeadLetterWriter:
     """Produces dead letters to `<source topic>.dlq` through the service's idempotent producer.
 
@@ -86,7 +94,7 @@ class DeadLetterWriter:
     re-delivers the bad record (a duplicate dead letter, never a lost one).
     """
 
-    def __init__(self, producer: EventProducer, service: str) -> None:
+    def __init__(self, producer: RecordSender, service: str) -> None:
         self._producer = producer
         self._service = service
         self.written = 0

@@ -22,6 +22,7 @@ from schemas.topics import (
     KPI_METRICS_DLQ,
     MODEL_UPDATES,
     MODEL_UPDATES_DLQ,
+    MONITOR_STATE,
     RANKER_EXAMPLES,
     RANKER_EXAMPLES_DLQ,
     REC_FEATURES,
@@ -82,10 +83,11 @@ GRANTS: dict[str, Grants] = {
         ),
     ),
     # The only writer of KPIs, drift alerts and labelled ranker examples; dead-letters the
-    # feature logs it cannot accept.
+    # feature logs it cannot accept; keeps its join state in its faust table's changelog
+    # (written as it runs, read back on assignment).
     MONITOR: Grants(
-        reads=(REC_RESPONSES, INTERACTIONS, REC_FEATURES),
-        writes=(KPI_METRICS, ALERTS_DRIFT, RANKER_EXAMPLES, REC_FEATURES_DLQ),
+        reads=(REC_RESPONSES, INTERACTIONS, REC_FEATURES, MONITOR_STATE),
+        writes=(KPI_METRICS, ALERTS_DRIFT, RANKER_EXAMPLES, REC_FEATURES_DLQ, MONITOR_STATE),
     ),
     # The window archive's compaction job: copies interactions to Parquet, dead-letters what it
     # cannot decode.

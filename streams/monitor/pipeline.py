@@ -1,12 +1,12 @@
 """The monitor's logic without Kafka: records in, KPI reports and drift alerts out.
 
-`on_response` / `on_interaction` fold records into the attribution join (`source` names the
-topic-partition a record came from, for the per-partition watermark) and `on_features` /
-`on_interaction` into the ranker-example labeller; `advance` moves the watermark, finalises
-responses whose attribution window closed (oldest first), feeds them to the KPI windows and the
-drift detectors, labels the logged features whose window closed, and returns what is ready to
-publish. Everything is driven by
-event time, so replaying the same records gives the same reports and alerts.
+`on_response`, `on_features` and `on_interaction` fold records into the one windowed join
+(streams.monitor.join; `source` names the topic-partition a record came from, for the
+per-partition watermark, and `partition` the input partition whose state it joins); `advance`
+moves the watermark, closes the answers whose attribution window ended (oldest first), feeds
+their KPI outcomes to the KPI windows and the drift detectors, and returns the reports, alerts
+and labelled ranker examples ready to publish. Everything is driven by event time, so replaying
+the same records gives the same reports and alerts.
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from schemas.alerts import DriftAlert
-from schemas.events import InteractionEvent
 from schemas.kpi import KpiReport
 from schemas.ranker_examples import RankerExample, ServedFeatures
-from schemas.recommendations import RecommendationResponse
-from streams.monitor.attribution import AttributionJoin, ResponseOutcome
 from streams.monitor.clock import DEFAULT_SOURCE, EventClock
 from streams.monitor.drift.config import KpiMetric
 from streams.monitor.drift.detectors import KpiDropDetector
 from streams.monitor.drift.freshness import HysteresisGuard, SampleQuantile
 from streams.monitor.drift.policy import AlertPolicy, FreshnessKind
 from streams.monitor.drift.profiles import FeatureProfile, psi_by_feature
-from streams.monitor.examples import ExampleLabeller
+from streams.monitor.inputs import Interaction, Response
+from streams.monitor.join import Answer, AnswerJoin, ResponseOutcome
 from streams.monitor.settings import MonitorSettings
 from streams.monitor.windows import KpiWindows
 
@@ -43,6 +41,7 @@ class Published:
     alerts: list[DriftAlert] = field(default_factory=list)
     psi: dict[str, float] = field(default_factory=dict)
     examples: list[RankerExample] = field(default_factory=list)
+    closed: list[Answer] = field(default_factory=list)
 
 
 def _indicator(outcome: ResponseOutcome, metric: KpiMetric) -> float:
@@ -68,11 +67,8 @@ class MonitorPipeline:
         drift = settings.drift
         self._settings = settings
         self.clock = EventClock(settings.allowed_lateness_s, settings.idle_advance_s)
-        self.join = AttributionJoin(
+        self.join = AnswerJoin(
             settings.attribution_window_s, settings.k, settings.max_pending_responses
-        )
-        self.labeller = ExampleLabeller(
-            settings.attribution_window_s, settings.max_pending_responses
         )
         self.windows = KpiWindows(settings.window_s, settings.k)
         self.policy = AlertPolicy(drift, settings.window_s)
@@ -89,50 +85,51 @@ class MonitorPipeline:
         self._pending_psi: dict[str, float] = {}
 
     def on_response(
-        self, response: RecommendationResponse, wall: float, source: str = DEFAULT_SOURCE
+        self, response: Response, wall: float, source: str = DEFAULT_SOURCE,
+        partition: int = 0,
     ) -> RecordOutcome:
         self.clock.observe(response.served_at, wall, source)
-        if response.served_at + self._settings.attribution_window_s < self.clock.watermark(wall):
+        if self._late(response.served_at, wall):
             return "late"
-        return "applied" if self.join.add_response(response) else "duplicate_or_filtered"
+        added = self.join.add_response(response, partition)
+        return "applied" if added else "duplicate_or_filtered"
 
     def on_features(
-        self, record: ServedFeatures, wall: float, source: str = DEFAULT_SOURCE
+        self, record: ServedFeatures, wall: float, source: str = DEFAULT_SOURCE,
+        partition: int = 0,
     ) -> RecordOutcome:
         """`record` must have passed its vector check (`record.matrix()`)."""
         self.clock.observe(record.served_at, wall, source)
-        if record.served_at + self._settings.attribution_window_s < self.clock.watermark(wall):
+        if self._late(record.served_at, wall):
             return "late"
-        return "applied" if self.labeller.add_features(record) else "duplicate_or_filtered"
+        added = self.join.add_features(record, partition)
+        return "applied" if added else "duplicate_or_filtered"
+
+    def _late(self, served_at: float, wall: float) -> bool:
+        return served_at + self._settings.attribution_window_s < self.clock.watermark(wall)
 
     def on_interaction(
-        self, event: InteractionEvent, wall: float, source: str = DEFAULT_SOURCE
+        self, event: Interaction, wall: float, source: str = DEFAULT_SOURCE,
+        partition: int = 0,
     ) -> RecordOutcome:
         self.clock.observe(event.timestamp, wall, source)
         self._profile(event)
-        watermark = self.clock.watermark(wall)
-        credited = self.join.add_interaction(event, watermark)
-        self.labeller.add_interaction(event, watermark)
-        return "applied" if credited else "unattributable"
+        kept = self.join.add_interaction(event, self.clock.watermark(wall), partition)
+        return "applied" if kept else "unattributable"
 
     def advance(self, wall: float) -> Published:
-        """Finalise what the watermark allows; returns the reports and alerts to publish."""
+        """Close what the watermark allows; returns the reports, alerts and examples."""
         watermark = self.clock.watermark(wall)
-        for outcome in self.join.expire(watermark):
-            self._finalise(outcome)
-        published = Published(alerts=self._pending_alerts, psi=self._pending_psi,
-                              examples=self.labeller.expire(watermark))
+        published = Published(alerts=self._pending_alerts, psi=self._pending_psi)
+        for closed in self.join.expire(watermark):
+            published.closed.append(closed.answer)
+            if closed.outcome is not None:
+                self._finalise(closed.outcome, closed.answer.partition)
+            if closed.example is not None:
+                published.examples.append(closed.example)
         self._pending_alerts, self._pending_psi = [], {}
         published.reports = self.windows.close(watermark - self._settings.attribution_window_s)
         return published
-
-    def horizon(self) -> float:
-        """The oldest event time the state still needs: records before it may be committed."""
-        candidates = (
-            self.join.oldest_served_at, self.join.oldest_unmatched_at, self.windows.oldest_start,
-            self.labeller.oldest_served_at, self.labeller.oldest_hit_at,
-        )
-        return min((t for t in candidates if t is not None), default=math.inf)
 
     @property
     def reported_through(self) -> float:
@@ -145,8 +142,8 @@ class MonitorPipeline:
         """After a restart: outcomes of windows already reported are dropped, not re-reported."""
         self.windows.closed_through = max(self.windows.closed_through, reported_through)
 
-    def _finalise(self, outcome: ResponseOutcome) -> None:
-        if not self.windows.add(outcome):
+    def _finalise(self, outcome: ResponseOutcome, partition: int) -> None:
+        if not self.windows.add(outcome, partition):
             return
         self.policy.observe_version(outcome.model_version, outcome.served_at)
         for metric, detector in self.detectors.items():
@@ -168,7 +165,7 @@ class MonitorPipeline:
             limit = freshness.guard.high if transition == "raised" else freshness.guard.low
             self._emit(self.policy.on_freshness(freshness.kind, transition, p95, limit, at))
 
-    def _profile(self, event: InteractionEvent) -> None:
+    def _profile(self, event: Interaction) -> None:
         self._sample.add(event)
         if self._sample.events < self._settings.drift.psi_sample_events:
             return
@@ -184,6 +181,10 @@ class MonitorPipeline:
     def _emit(self, alert: DriftAlert | None) -> None:
         if alert is not None:
             self._pending_alerts.append(alert)
+
+    def sources(self, partition: int) -> list[str]:
+        """The clock's sources that read `partition` (one per input topic)."""
+        return self.clock.sources_of(partition)
 
     def freshness_p95(self) -> dict[str, float]:
         return {f.kind: f.last_p95 for f in self._freshness if f.last_p95 is not None}

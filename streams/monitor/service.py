@@ -1,18 +1,25 @@
-"""`streamrec monitor`: the Kafka loop around `MonitorPipeline`.
+"""`streamrec monitor`: a faust app (streams/kafka/faust_app.py) around `MonitorPipeline`.
 
-One consumer reads `rec.responses`, `interactions` and `rec.features` together. Scaling out
-needs a user's records in the same instance: the three topics are keyed by user_id, the range
-assignor gives one instance partition i of each, which holds while the topics keep equal
-partition counts and their producers the same partitioner (librdkafka's default differs from
-the Java client's murmur2; set `partitioner=murmur2_random` everywhere or run one instance).
+One batch handler (`consume_batches`) reads `rec.responses`, `interactions` and `rec.features`
+together, a fetch at a time. The three topics are keyed by user_id with equal partition counts,
+and faust's assignor gives one worker partition i of each, so a user's records meet in one
+worker (their producers must share a partitioner: librdkafka's default differs from the Java
+client's murmur2; set `partitioner=murmur2_random` everywhere or run one worker). No
+repartition topic is needed.
 
-Per batch: decode and fold records in, advance the watermark, publish KPI reports and alerts,
-flush (idempotent producer), then commit only what the remaining state no longer needs, with
-the bound of the windows already reported (streams.monitor.offsets). Invalid records are counted
-and skipped, never retried forever: the stream workers dead-letter invalid interactions, and
-the scorer validates what it publishes (the catalog has no `rec.responses.dlq`). Logged features
-the monitor cannot use (contract, vectors) are dead-lettered to `rec.features.dlq`; labelled
-examples go to `ranker.examples`, flushed with the reports before the commit.
+Per batch: decode (through the contracts' msgspec mirrors, the contract deciding whatever a
+mirror hands back) and fold records into the join, writing each kept record to the state table
+(streams.monitor.state); advance the watermark, publish KPI reports, alerts and ranker
+examples, persist what closed and the clock; then the batch is acked. faust flushes its
+producer (outputs, dead letters, changelog) before it commits acked offsets, so a crash
+re-delivers only records whose effects may be lost; the restored state makes their replay
+harmless (records of closed answers are late, open ones are joined once). An empty batch
+advances the watermark when no records arrive, so the last windows close when traffic stops.
+
+Invalid records are counted and skipped, never retried forever: the stream workers dead-letter
+invalid interactions and the scorer validates what it publishes (the catalog has no
+`rec.responses.dlq`), so those are filtered here; logged features the monitor cannot use
+(contract, vectors) are dead-lettered to `rec.features.dlq`.
 """
 
 from __future__ import annotations
@@ -21,36 +28,44 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+import faust
 
 from schemas.events import InteractionEvent
+from schemas.interaction_decoder import decode_interaction
 from schemas.ranker_examples import ServedFeatures
 from schemas.recommendations import RecommendationResponse
+from schemas.response_decoder import decode_response
 from schemas.topics import (
     ALERTS_DRIFT,
     INTERACTIONS,
     KPI_METRICS,
+    MONITOR_STATE,
     RANKER_EXAMPLES,
     REC_FEATURES,
     REC_RESPONSES,
 )
-from schemas.wire import ContractError, decode
-from streams.kafka.consumer import BatchConsumer, commit_offsets, committed_offsets
-from streams.kafka.deadletter import DeadLetterWriter, SourcePosition
-from streams.kafka.producer import EventProducer
+from streams.kafka.contract_loop import LoopCounters
+from streams.kafka.deadletter import DeadLetterWriter
+from streams.kafka.faust_app import (
+    Arrival,
+    FaustSender,
+    StateTable,
+    consume_batches,
+    consumer_lag,
+    run_until,
+    stream_app,
+)
 from streams.monitor.drift.profiles import FeatureProfile
+from streams.monitor.inputs import Interaction, Response
 from streams.monitor.metrics import MonitorMetrics
-from streams.monitor.offsets import CommitTracker, commit_metadata, reported_through
 from streams.monitor.pipeline import MonitorPipeline, Published, RecordOutcome
 from streams.monitor.settings import MonitorSettings
+from streams.monitor.state import MonitorState
 
 logger = logging.getLogger(__name__)
 
 _LAG_EVERY_S = 15.0
-# Co-partitioning: the range assignor gives partition i of both topics to the same instance.
-_CO_PARTITIONED: dict[str, Any] = {"partition.assignment.strategy": "range"}
 
 
 class MonitorService:
@@ -63,134 +78,167 @@ class MonitorService:
         self.settings = settings
         self.metrics = metrics or MonitorMetrics()
         self._clock = clock
-        reference = (
+        self._reference = (
             FeatureProfile.load(settings.psi_reference_path)
             if settings.psi_reference_path else None
         )
-        self.pipeline = MonitorPipeline(settings, reference)
-        self.tracker = CommitTracker()
+        self.pipeline = MonitorPipeline(settings, self._reference)
         kafka = settings.kafka
         self._responses_topic = kafka.topic(REC_RESPONSES)
         self._interactions_topic = kafka.topic(INTERACTIONS)
+        self._features_topic = kafka.topic(REC_FEATURES)
         self._kpi_topic = kafka.topic(KPI_METRICS)
         self._alerts_topic = kafka.topic(ALERTS_DRIFT)
-        self._features_topic = kafka.topic(REC_FEATURES)
         self._examples_topic = kafka.topic(RANKER_EXAMPLES)
-        self.producer = EventProducer(kafka)
-        self.dead_letters = DeadLetterWriter(self.producer, "monitor")
-        self._dead_lettered = 0
-        self.consumer = BatchConsumer(
-            kafka,
-            settings.group_id,
-            [self._responses_topic, self._interactions_topic, self._features_topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            overrides=_CO_PARTITIONED,
-        )
-        self._last_lag_export = 0.0
+        self.sender = FaustSender()
+        self.dead_letters = DeadLetterWriter(self.sender, "monitor")
+        self.counters = LoopCounters()
+        self.state: MonitorState | None = None
+        self._readers = {
+            self._responses_topic: self._fold_response,
+            self._features_topic: self._fold_features,
+            self._interactions_topic: self._fold_interaction,
+        }
+        self._sources: dict[int, list[str]] = {}
         self._evicted_exported = 0
-        self._committed_bound = float("-inf")
-        self._failed = False
+        self._last_lag_export = 0.0
+        self._now = time.time()
+        self._latest = self._now + settings.max_future_skew_s
 
     def run(self, stop: threading.Event) -> None:
         logger.info(
             "monitor started group=%s responses=%s interactions=%s",
             self.settings.group_id, self._responses_topic, self._interactions_topic,
         )
-        try:
-            while not stop.is_set():
-                self.step()
-        except BaseException:
-            # Reports of this cycle may be lost with the failure: commit nothing more (not even
-            # on the revoke that leaving the group triggers), so the next start re-reads them.
-            self._failed = True
-            self.consumer.close()
-            raise
-        self.close()
+        run_until(self._app, stop)
+        logger.info("monitor stopped pending=%d", len(self.pipeline.join))
 
-    def step(self) -> int:
-        """One poll-process-publish-commit cycle; returns the number of records read."""
-        batch = self.consumer.poll_batch(self.settings.batch_size, self.settings.poll_timeout_s)
+    def _app(self) -> faust.App:
+        s = self.settings
+        app = stream_app(s.kafka, s.group_id, s.commit_interval_s, s.batch_size)
+        self.sender.bind(app)
+        table = StateTable(app, s.kafka, MONITOR_STATE)
+        self.state = MonitorState(table)
+        topics = (self._responses_topic, self._interactions_topic, self._features_topic)
+        consume_batches(app, topics, self.step, s.poll_timeout_s)
+        table.on_recovered(self._on_recovered)
+        return app
+
+    async def step(self, batch: list[Arrival]) -> None:
+        """One fold-advance-publish cycle; never raises for what a record holds."""
         wall = self._clock()
-        for message in batch:
-            self._fold(message, wall)
-        self.tracker.seal()
-        self._publish(self.pipeline.advance(wall))
-        self._commit()
+        self.fold(batch, wall)
+        published = self.pipeline.advance(wall)
+        if self.state is not None:
+            self.state.advanced(self.pipeline, published, self._sources, wall)
+        await self._publish(published)
         self._export_state(wall)
-        return len(batch)
+        self._export_lag(wall)
 
-    def _fold(self, message: Message, wall: float) -> None:
-        topic, partition, offset = _position(message)
-        value = message.value()
-        event_time = float("-inf")
-        outcome: RecordOutcome | str
-        source = f"{topic}:{partition}"
-        try:
-            if topic == self._responses_topic:
-                response = decode(RecommendationResponse, value, self.settings.max_future_skew_s)
-                outcome = self.pipeline.on_response(response, wall, source)
-                event_time = response.served_at
-            elif topic == self._features_topic:
-                outcome, event_time = self._fold_features(message, wall, source)
+    def fold(self, batch: list[Arrival], wall: float) -> None:
+        """Folds a batch's records into the join, each by its topic's reader; a record the
+        pipeline fails on is skipped and counted. Outcomes reach the metrics once per batch."""
+        outcomes: dict[tuple[str, str], int] = {}
+        counters = self.counters
+        self._now = time.time()  # the reader's clock for the future-skew rule, once per batch
+        self._latest = self._now + self.settings.max_future_skew_s
+        topic, partition = "", -1
+        read = self._fold_interaction
+        source = ""
+        for arrival in batch:
+            if arrival.partition != partition or arrival.topic != topic:
+                topic, partition = arrival.topic, arrival.partition
+                read = self._readers.get(topic, self._fold_interaction)
+                source = f"{topic}:{partition}"
+            counters.consumed += 1
+            outcome: RecordOutcome | str
+            try:
+                outcome = read(arrival, wall, source)
+            except Exception as error:
+                # A record that passes its contract yet breaks the pipeline would otherwise
+                # stop the monitor at every restart on the same record: skipped and counted.
+                logger.exception(
+                    "record failed and skipped topic=%s partition=%d offset=%d",
+                    topic, partition, arrival.offset,
+                )
+                arrival.reject(error, counters, self._dead_letters_for(topic))
+                outcome = "invalid"
             else:
-                event = decode(InteractionEvent, value, self.settings.max_future_skew_s)
-                outcome = self.pipeline.on_interaction(event, wall, source)
-                event_time = event.timestamp
-        except ContractError as error:
-            outcome = "invalid"
-            logger.warning(
-                "invalid record skipped topic=%s partition=%d offset=%d error=%s",
-                topic, partition, offset, error.kind,
-            )
-        except Exception:
-            # A record that passes its contract yet breaks the pipeline would otherwise stop the
-            # monitor at every restart on the same record: it is skipped and counted instead.
-            outcome = "invalid"
-            logger.exception(
-                "record failed and skipped topic=%s partition=%d offset=%d",
-                topic, partition, offset,
-            )
-        if outcome in ("late", "invalid"):
-            event_time = float("-inf")  # holds no state
-        self.metrics.records.labels(topic, outcome).inc()
-        self.tracker.track(topic, partition, offset, event_time)
+                if outcome != "invalid":
+                    counters.handled += 1
+            outcomes[topic, outcome] = outcomes.get((topic, outcome), 0) + 1
+        for (name, outcome), n in outcomes.items():
+            self.metrics.records.labels(name, outcome).inc(n)
 
-    def _fold_features(
-        self, message: Message, wall: float, source: str
-    ) -> tuple[RecordOutcome | str, float]:
-        """A logged answer into the labeller, or to `rec.features.dlq` when it is unusable."""
+    def _dead_letters_for(self, topic: str) -> DeadLetterWriter | None:
+        return self.dead_letters if topic == self._features_topic else None
+
+    def _fold_response(self, arrival: Arrival, wall: float, source: str) -> RecordOutcome | str:
+        # The contract's msgspec mirror reads nearly every record; the contract itself decides
+        # (and explains) whatever the mirror does not vouch for.
+        response: Response | None = decode_response(arrival.value, self._latest)
+        if response is None:
+            response = arrival.decode(
+                RecommendationResponse, self.counters, None, self.settings.max_future_skew_s,
+                self._now,
+            )
+            if response is None:
+                return "invalid"
+        p = arrival.partition
+        outcome = self.pipeline.on_response(response, wall, source, p)
+        if outcome == "applied" and self.state is not None and arrival.value is not None:
+            self.state.response(p, response.request_id, arrival.value)
+        return outcome
+
+    def _fold_features(self, arrival: Arrival, wall: float, source: str) -> RecordOutcome | str:
+        """A logged answer into the join, or to `rec.features.dlq` when it is unusable."""
+        skew = self.settings.max_future_skew_s
+        record = arrival.decode(ServedFeatures, self.counters, self.dead_letters, skew, self._now)
+        if record is None:
+            return "invalid"
         try:
-            record = decode(ServedFeatures, message.value(), self.settings.max_future_skew_s)
             record.matrix()
-        except ValueError as error:  # ContractError is one too
-            topic, partition, offset = _position(message)
-            _, stamp = message.timestamp()
-            self.dead_letters.write(
-                message.key(), message.value(), error,
-                SourcePosition(topic, partition, offset, stamp), stage="validate",
-            )
-            return "invalid", float("-inf")
-        return self.pipeline.on_features(record, wall, source), record.served_at
+        except ValueError as error:
+            arrival.reject(error, self.counters, self.dead_letters, "validate")
+            return "invalid"
+        p = arrival.partition
+        outcome = self.pipeline.on_features(record, wall, source, p)
+        if outcome == "applied" and self.state is not None and arrival.value is not None:
+            self.state.features(p, record.request_id, arrival.value)
+        return outcome
 
-    def _publish(self, published: Published) -> None:
+    def _fold_interaction(
+        self, arrival: Arrival, wall: float, source: str
+    ) -> RecordOutcome | str:
+        event: Interaction | None = decode_interaction(arrival.value, self._latest)
+        if event is None:
+            event = arrival.decode(
+                InteractionEvent, self.counters, None, self.settings.max_future_skew_s, self._now
+            )
+            if event is None:
+                return "invalid"
+        p = arrival.partition
+        outcome = self.pipeline.on_interaction(event, wall, source, p)
+        if outcome == "applied" and self.state is not None and arrival.value is not None:
+            self.state.act(p, event.event_id, arrival.value)
+        return outcome
+
+    async def _publish(self, published: Published) -> None:
+        send = self.sender.send
         for report in published.reports:
-            self.producer.send(self._kpi_topic, report.model_version, report)
+            send(self._kpi_topic, report.model_version, report)
         for alert in published.alerts:
-            self.producer.send(self._alerts_topic, alert.detector, alert)
+            send(self._alerts_topic, alert.detector, alert)
         for example in published.examples:
-            self.producer.send(self._examples_topic, example.user_id, example)
-        dead_letters = self.dead_letters.written - self._dead_lettered
-        self._dead_lettered = self.dead_letters.written
-        if published.reports or published.alerts or published.examples or dead_letters:
-            # Before the commit: a crash re-reads what these records came from.
-            self.producer.flush()
+            send(self._examples_topic, example.user_id, example)
+        if published.reports or published.alerts:
+            # Metrics only once the broker has the reports, so they never count a lost one.
+            await self.sender.flush()
             logger.info(
                 "published reports=%d alerts=%d examples=%d dead_letters=%d",
                 len(published.reports), len(published.alerts), len(published.examples),
-                dead_letters,
+                self.dead_letters.written,
             )
-        # Metrics only after the records are acknowledged, so they never count a lost report.
         for report in published.reports:
             self.metrics.report(report)
         for alert in published.alerts:
@@ -198,48 +246,42 @@ class MonitorService:
         for feature, value in published.psi.items():
             self.metrics.psi.labels(feature).set(value)
 
-    def _commit(self) -> None:
-        bound = self.pipeline.reported_through
-        offsets = self.tracker.release(
-            self.pipeline.horizon(),
-            everything=bound != self._committed_bound,
-            metadata=commit_metadata(bound),
-        )
-        if not offsets:
-            return
-        if not commit_offsets(self.consumer.raw, offsets):
-            return  # the partitions moved: their new owner re-reads from the last commit
-        self.tracker.committed(offsets)
-        self._committed_bound = bound
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    async def _on_recovered(self) -> None:
+        """After each rebalance: this worker's partitions and their state, from the table."""
+        assert self.state is not None and self.sender.app is not None
         wall = self._clock()
-        for tp in partitions:
-            self.pipeline.clock.register(f"{tp.topic}:{tp.partition}", wall)
-        bound = reported_through(committed_offsets(consumer, partitions))
-        self.pipeline.resume_after(bound)
-        # Eager (range) assignment: `partitions` is the whole assignment.
-        self.pipeline.windows.source = ",".join(
-            sorted(f"{tp.topic}:{tp.partition}" for tp in partitions)
+        assigned = sorted(self.sender.app.assignor.assigned_actives())
+        inputs = {self._responses_topic, self._interactions_topic, self._features_topic}
+        ours = [tp for tp in assigned if tp.topic in inputs]
+        self._sources = {}
+        for tp in ours:
+            self._sources.setdefault(tp.partition, []).append(f"{tp.topic}:{tp.partition}")
+        pipeline = MonitorPipeline(self.settings, self.pipeline.reference)
+        for names in self._sources.values():
+            for name in names:
+                pipeline.clock.register(name, wall)
+        rows = self.state.restore(pipeline, wall)
+        pipeline.windows.source = ",".join(sorted(f"{tp.topic}:{tp.partition}" for tp in ours))
+        self.pipeline = pipeline
+        self._evicted_exported = 0
+        logger.info(
+            "assigned partitions=%d restored_rows=%d reported_through=%s",
+            len(ours), rows, pipeline.reported_through,
         )
-        logger.info("assigned partitions=%d reported_through=%s", len(partitions), bound)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # The new owner re-reads from our last commit: commit what is safe, then let go.
-        if not self._failed:
-            try:
-                self._commit()
-            except KafkaException as exc:
-                logger.warning("commit on revoke failed error=%s", exc)
-        for tp in partitions:
-            self.tracker.forget(tp.topic, tp.partition)
-            self.pipeline.clock.forget(f"{tp.topic}:{tp.partition}")
+    def _export_lag(self, wall: float) -> None:
+        app = self.sender.app
+        if app is None or wall - self._last_lag_export < _LAG_EVERY_S:
+            return
+        self._last_lag_export = wall
+        for topic, partition, behind in consumer_lag(app):
+            self.metrics.consumer_lag.labels(topic, str(partition)).set(behind)
 
     def _export_state(self, wall: float) -> None:
         m, p = self.metrics, self.pipeline
         m.pending.set(len(p.join))
-        m.unmatched.set(p.join.unmatched_interactions)
-        m.evicted_early.inc(p.join.evicted_early - self._evicted_exported)
+        m.unmatched.set(p.join.acts)
+        m.evicted_early.inc(max(0, p.join.evicted_early - self._evicted_exported))
         self._evicted_exported = p.join.evicted_early
         watermark = p.clock.watermark(wall)
         if watermark > float("-inf"):
@@ -248,33 +290,3 @@ class MonitorService:
             m.kpi_estimate.labels(metric).set(detector.estimate)
         for kind, value in p.freshness_p95().items():
             m.freshness.labels(kind).set(value)
-        if wall - self._last_lag_export >= _LAG_EVERY_S:
-            self._last_lag_export = wall
-            self._export_lag()
-
-    def _export_lag(self) -> None:
-        consumer = self.consumer.raw
-        try:
-            assignment = consumer.assignment()
-            for tp in consumer.position(assignment):
-                _, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
-                lag = high - tp.offset if tp.offset >= 0 else high
-                self.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(lag)
-        except KafkaException as exc:
-            logger.warning("lag export failed error=%s", exc)
-
-    def close(self) -> None:
-        """Graceful stop: publish nothing partial, flush, commit what is safe, leave the group."""
-        try:
-            self.producer.flush()
-            self._commit()
-        finally:
-            self.consumer.close()
-            logger.info("monitor stopped pending=%d", len(self.pipeline.join))
-
-
-def _position(message: Message) -> tuple[str, int, int]:
-    topic, partition, offset = message.topic(), message.partition(), message.offset()
-    if topic is None or partition is None or offset is None:
-        raise KafkaException(f"consumed record without a position topic={topic}")
-    return topic, partition, offset

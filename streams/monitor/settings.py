@@ -49,7 +49,16 @@ class MonitorSettings(ServiceSettings):
         description="Responses awaiting attribution; beyond it the oldest are finalised early.",
     )
     batch_size: int = Field(2_000, ge=1, le=100_000, description="Records per consumer poll.")
-    poll_timeout_s: float = Field(0.5, gt=0.0, le=30.0)
+    poll_timeout_s: float = Field(
+        0.5, gt=0.0, le=30.0,
+        description="Longest wait for a batch to fill; also how often the watermark advances "
+        "without records.",
+    )
+    commit_interval_s: float = Field(
+        1.0, gt=0.0, le=60.0,
+        description="How often faust commits the offsets of processed batches (after flushing "
+        "their outputs and state changes).",
+    )
     psi_reference_path: Path | None = Field(
         None,
         description=(

@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from schemas.events import InteractionEvent
+from schemas.events import EventType
 from streams.monitor.drift.psi import population_stability_index
+from streams.monitor.inputs import Interaction
 
 PRICE_EDGES: tuple[float, ...] = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
 """Upper bounds of the price buckets; roughly logarithmic, like prices are."""
@@ -32,33 +33,53 @@ def price_bucket(price: float | None) -> str:
     return f"p{index}"
 
 
-def interaction_features(event: InteractionEvent) -> dict[str, str]:
+_TYPE_LABELS = {kind: kind.value for kind in EventType}
+_NO_CONTEXT = (NONE_LABEL, NONE_LABEL, NONE_LABEL)
+
+
+def interaction_labels(event: Interaction) -> tuple[str, str, str, str]:
+    """An event's bin of each feature, in `FEATURES` order."""
     context = event.context
-    return {
-        "event_type": event.event_type.value,
-        "device": (context.device if context and context.device else NONE_LABEL),
-        "source": (context.source if context and context.source else NONE_LABEL),
-        "price": price_bucket(context.price if context else None),
-    }
+    if context is None:
+        return (_TYPE_LABELS[event.event_type], *_NO_CONTEXT)
+    return (
+        _TYPE_LABELS[event.event_type],
+        context.device or NONE_LABEL,
+        context.source or NONE_LABEL,
+        price_bucket(context.price),
+    )
 
 
 class FeatureProfile:
     """Counts per feature and bin over a sample of interactions."""
 
     def __init__(self) -> None:
-        self.counts: dict[str, Counter[str]] = {name: Counter() for name in FEATURES}
+        self._counts: dict[str, Counter[str]] = {name: Counter() for name in FEATURES}
+        self._combinations: Counter[tuple[str, str, str, str]] = Counter()
+        """Events per combination of bins, added since `counts` was last read: one count per
+        event (the monitor profiles every interaction), folded per feature when read."""
         self.events = 0
 
+    @property
+    def counts(self) -> dict[str, Counter[str]]:
+        """Per feature, events per bin."""
+        if self._combinations:
+            counts = self._counts
+            for labels, n in self._combinations.items():
+                for name, label in zip(FEATURES, labels, strict=True):
+                    counts[name][label] += n
+            self._combinations.clear()
+        return self._counts
+
     @classmethod
-    def of(cls, events: Iterable[InteractionEvent]) -> FeatureProfile:
+    def of(cls, events: Iterable[Interaction]) -> FeatureProfile:
         profile = cls()
         for event in events:
             profile.add(event)
         return profile
 
-    def add(self, event: InteractionEvent) -> None:
-        for name, label in interaction_features(event).items():
-            self.counts[name][label] += 1
+    def add(self, event: Interaction) -> None:
+        self._combinations[interaction_labels(event)] += 1
         self.events += 1
 
     def save(self, path: Path) -> None:

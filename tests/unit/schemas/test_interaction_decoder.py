@@ -25,7 +25,7 @@ import pytest
 from bench.load import InteractionDraw
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from schemas import ContractError, decode, encode
-from schemas.events import EventContext, InteractionEvent
+from schemas.events import EventContext, EventType, InteractionEvent
 from schemas.interaction_decoder import (
     Device,
     InteractionRecord,
@@ -186,3 +186,18 @@ def test_the_mirror_spells_the_contract_fields_and_choices() -> None:
         literal = typing.get_args(context_fields[name].annotation)[0]
         assert typing.get_args(literal) == typing.get_args(choices)
     assert not math.isnan(LATEST)
+
+
+def test_the_mirror_takes_an_id_character_exactly_when_the_contract_does() -> None:
+    base = InteractionEvent(
+        event_id="e1", user_id="u1", session_id="s1", item_id="i1", event_type=EventType.CLICK,
+        timestamp=NOW, context=EventContext(category="c", request_id="r1"),
+    ).model_dump(mode="json")
+    for code in range(0x300):
+        for field in ("event_id", "user_id", "session_id", "item_id", "category", "request_id"):
+            record = json.loads(json.dumps(base))
+            target = record["context"] if field in ("category", "request_id") else record
+            target[field] = "x" + chr(code)
+            raw = json.dumps(record).encode()
+            accepted = not isinstance(_contract(raw), ContractError)
+            assert (decode_interaction(raw, LATEST) is not None) == accepted, (field, hex(code))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import msgpack
 import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -25,16 +27,17 @@ from schemas.topics import (
     ALERTS_DRIFT,
     INTERACTIONS,
     KPI_METRICS,
+    MONITOR_STATE,
     RANKER_EXAMPLES,
     REC_FEATURES,
     REC_RESPONSES,
 )
 from schemas.wire import decode
+from streams.kafka.admin import delete_topics, end_offsets
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import MONITOR
 from streams.kafka.producer import EventProducer
 from streams.monitor.drift.config import DriftSettings
-from streams.monitor.offsets import reported_through
 from streams.monitor.service import MonitorService
 from streams.monitor.settings import MonitorSettings
 from tests.hostile_corpus import corpus
@@ -89,6 +92,14 @@ def watermark_pushers(at: float) -> list[Record]:
         *(interaction(i, u, "zz", EventType.VIEW, at) for i, u in enumerate(users)),
         *(served_features(f"p{at}-{u}", u, at, shown=()) for u in users),
     ]
+
+
+@pytest.fixture(autouse=True)
+def _topics_removed(kafka: KafkaConnection) -> Iterator[None]:
+    """The catalog's topics under this test's prefix, the monitor's state changelog included,
+    go with the test."""
+    yield
+    delete_topics(kafka)
 
 
 @pytest.fixture
@@ -163,13 +174,34 @@ def read_until(
     return found
 
 
-def committed(settings: MonitorSettings, topic: str) -> list[TopicPartition]:
-    consumer = Consumer({**settings.kafka.client_config(), "group.id": settings.group_id})
+def state_rows(kafka: KafkaConnection) -> dict[bytes, bytes]:
+    """The monitor's state table as its changelog holds it now (tombstones applied)."""
+    topic = kafka.topic(MONITOR_STATE)
+    ends = end_offsets(kafka, topic)
+    consumer = Consumer({
+        **kafka.client_config(), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    rows: dict[bytes, bytes] = {}
+    seen = dict.fromkeys(ends, 0)
+    deadline = time.monotonic() + GIVE_UP_S
     try:
-        partitions = [TopicPartition(topic, p) for p in range(REC_RESPONSES.partitions)]
-        return list(consumer.committed(partitions, timeout=10))
+        while any(seen[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            partition, offset, key = message.partition(), message.offset(), message.key()
+            assert partition is not None and offset is not None and key is not None
+            seen[partition] = offset + 1
+            value = message.value()
+            if value is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = value
     finally:
         consumer.close()
+    return rows
 
 
 def test_responses_and_later_interactions_become_kpi_reports_with_the_right_counts(
@@ -287,9 +319,17 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
         publish(kafka, before_stop)
         first = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
     assert [(r.window_start, r.responses, r.hits) for r in first] == [(window_a, 2, 1)]
-    # The commits remember that window A (and only A) was reported.
-    bound = reported_through(committed(settings, kafka.topic(REC_RESPONSES)))
-    assert window_b <= bound < window_b + WINDOW_S
+    # The state table remembers that window A (and only A) was reported, and that responses
+    # 6 and 7 are still open.
+    rows = state_rows(kafka)
+    bounds = {json.loads(v)["reported_through"] for k, v in rows.items() if k.startswith(b"c")}
+    assert bounds and all(window_b <= b < window_b + WINDOW_S for b in bounds)
+    kept = {
+        decode(RecommendationResponse, raw).request_id
+        for key, value in rows.items() if key.startswith(b"s")
+        for kind, raw in msgpack.unpackb(value) if kind == "r"
+    }
+    assert {"r6", "r7"} <= kept
 
     after_stop: list[Record] = [
         interaction(6, "u6", "c", EventType.PURCHASE, window_b + 95),
@@ -377,3 +417,75 @@ def test_each_experiment_arm_gets_its_own_kpi_reports_equal_to_a_recount(
     got = {(r.window_start, r.model_version, r.arm or ""): [r.responses, r.hits] for r in reports}
     assert got == expected
     assert all(r.experiment == "exp" for r in reports)
+
+
+def test_each_arms_kpis_equal_an_independent_recount_of_the_same_records(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    rng = random.Random(43)
+    responses: list[RecommendationResponse] = []
+    acts: list[InteractionEvent] = []
+    items = [f"i{n}" for n in range(12)]
+    for n in range(600):
+        user, at = f"u{n % 150}", T0 + n * 3.0
+        shown = tuple(rng.sample(items, 5))
+        arm = ("model", "popularity", "ranker")[rng.randrange(3)]
+        responses.append(response(n, user, at, shown).model_copy(
+            update={"experiment": "exp1", "arm": arm}))
+        for j in range(rng.randrange(3)):
+            kind = rng.choice([EventType.VIEW, EventType.CLICK, EventType.ADD_TO_CART,
+                               EventType.PURCHASE])
+            event = interaction(10 * n + j, user, rng.choice(items), kind,
+                                at + rng.uniform(0.0, 1.5 * ATTRIBUTION_S))
+            if rng.random() < 0.1:  # names a request: this one or another
+                named = f"r{rng.choice([n, max(0, n - 1)])}"
+                event = event.model_copy(update={"context": EventContext(request_id=named)})
+            acts.append(event)
+    # The acts are produced out of event-time order: a lateness beyond their spread keeps every
+    # one of them in time for its answers, as the recount assumes.
+    with monitoring(settings.model_copy(update={"allowed_lateness_s": 2 * ATTRIBUTION_S})):
+        publish(kafka, [*responses, *acts, *watermark_pushers(T0 + 10 * WINDOW_S)])
+        reports = read_until(
+            kafka, kafka.topic(KPI_METRICS), KpiReport,
+            lambda r: sum(x.responses for x in r) >= len(responses),
+        )
+    monitor: dict[str, list[int]] = {}
+    for report in reports:
+        assert report.experiment == "exp1" and report.arm is not None
+        got = monitor.setdefault(report.arm, [0, 0, 0, 0])
+        got[0] += report.responses
+        got[1] += report.hits
+        got[2] += report.clicks
+        got[3] += report.conversions
+    assert monitor == recount(responses, acts, k=3)
+
+
+def recount(
+    responses: list[RecommendationResponse], events: list[InteractionEvent], k: int
+) -> dict[str, list[int]]:
+    """Per arm: responses, hits, clicks and conversions, counted straight from the records
+    (docs/architecture.md, "What a hit is"): an act on a top-k item within the attribution
+    window credits the answer it names, or, naming none, the user's latest answer it matches."""
+    choices = [e for e in events if e.event_type != EventType.VIEW]
+    credited: dict[str, list[InteractionEvent]] = {}
+    for e in choices:
+        named = e.context.request_id if e.context else None
+        matching = [
+            r for r in responses
+            if r.user_id == e.user_id and e.item_id in [i.item_id for i in r.items][:k]
+            and r.served_at <= e.timestamp <= r.served_at + ATTRIBUTION_S
+            and named in (None, r.request_id)
+        ]
+        if matching:
+            target = max(matching, key=lambda r: r.served_at)
+            credited.setdefault(target.request_id, []).append(e)
+    out: dict[str, list[int]] = {}
+    for r in responses:
+        assert r.arm is not None
+        mine = credited.get(r.request_id, [])
+        row = out.setdefault(r.arm, [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += bool(mine)
+        row[2] += any(e.event_type == EventType.CLICK for e in mine)
+        row[3] += any(e.event_type == EventType.PURCHASE for e in mine)
+    return out

@@ -84,7 +84,7 @@ def test_a_control_loop_dead_letters_a_record_its_handler_raises_on_and_handles_
 
     loop: ContractLoop[Any] = ContractLoop(
         consumer, RECORDS["DriftAlert"], handler, producer,  # type: ignore[arg-type]
-        DeadLetterWriter(producer, "test"), isolate_records=True,  # type: ignore[arg-type]
+        DeadLetterWriter(producer, "test"), isolate_records=True,
     )
     assert loop.run_once() == 3
     assert handled == [0, 2] and consumer.committed == [0, 1, 2]

@@ -39,7 +39,7 @@ def _loop(
 
     loop = ContractLoop(
         consumer, CatalogItem, handler, producer,  # type: ignore[arg-type]
-        DeadLetterWriter(producer, "test"),  # type: ignore[arg-type]
+        DeadLetterWriter(producer, "test"),
         on_tombstone=delete if with_tombstones else None,
     )
     return loop, consumer, producer

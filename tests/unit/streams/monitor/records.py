@@ -43,10 +43,12 @@ def interaction(
     kind: EventType = EventType.CLICK,
     user: str = "u1",
     request_id: str | None = None,
-    event_id: str = "e1",
+    event_id: str | None = None,
 ) -> InteractionEvent:
+    """Without an `event_id`, one of its own for each user, item, kind and time."""
     return InteractionEvent(
-        event_id=event_id, user_id=user, session_id="s1", item_id=item, event_type=kind,
+        event_id=event_id or f"e-{user}-{item}-{kind.value}-{at}", user_id=user,
+        session_id="s1", item_id=item, event_type=kind,
         timestamp=at, context=EventContext(request_id=request_id) if request_id else None,
     )
 

@@ -45,7 +45,7 @@ def test_nothing_is_reported_before_the_attribution_window_closes() -> None:
     # Event time passes the window's end, but not its end plus the attribution window (60 s).
     pipeline.on_interaction(interaction("zz", window_end + 30, EventType.VIEW), WALL)
     assert pipeline.advance(WALL).reports == []
-    assert pipeline.horizon() == window_end - 300  # the open window holds its responses
+    assert pipeline.windows.oldest_start == window_end - 300  # the window is still open
     pipeline.on_interaction(interaction("zz", window_end + 61, EventType.VIEW), WALL)
     assert [r.responses for r in pipeline.advance(WALL).reports] == [1]
 
@@ -123,7 +123,9 @@ def test_after_a_restart_windows_already_reported_are_not_reported_again() -> No
     assert [r.window_start for r in reports] == [window_start + 300]
 
 
-def test_an_early_click_waiting_for_its_response_holds_the_commit_horizon() -> None:
+def test_an_early_click_waits_for_its_response_and_counts_for_it() -> None:
     pipeline = MonitorPipeline(settings())
-    pipeline.on_interaction(interaction("a", T0 + 50), WALL)
-    assert pipeline.horizon() == T0 + 50
+    assert pipeline.on_interaction(interaction("a", T0 + 50), WALL) == "applied"
+    pipeline.on_response(response("r1", served_at=T0), WALL)
+    [report] = flush(pipeline)[0]
+    assert (report.responses, report.hits, report.clicks) == (1, 1, 1)

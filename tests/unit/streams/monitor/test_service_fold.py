@@ -1,20 +1,18 @@
 """The monitor's fold step skips and counts what it cannot use, never raising: every hostile
-record of its doors, and a valid record the pipeline fails on. The client points at a closed
-port; no broker is involved (tests/integration/streams/monitor runs the loop on Kafka)."""
+record of its doors, and a valid record the pipeline fails on. No broker is involved: the
+service builds its faust app only when it runs (tests/integration/streams/monitor runs it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import cast
 
 import pytest
-from confluent_kafka import Message
 from pydantic import BaseModel, SecretStr
 
 from schemas import encode
 from streams.kafka.connection import KafkaConnection
-from streams.kafka.deadletter import DeadLetterWriter
-from streams.kafka.producer import EventProducer
+from streams.kafka.deadletter import DeadLetterWriter, RecordSender
+from streams.kafka.faust_app import Arrival
 from streams.monitor.service import MonitorService
 from streams.monitor.settings import MonitorSettings
 from tests.hostile_corpus import corpus
@@ -25,14 +23,16 @@ from .records import response, served_features
 NOWHERE = KafkaConnection(
     bootstrap_servers="127.0.0.1:1", sasl_username="monitor", sasl_password=SecretStr("unused")
 )
+WALL = 1_750_000_000.0
 
 
 @pytest.fixture
-def service() -> Iterator[MonitorService]:
-    monitor = MonitorService(MonitorSettings(kafka=NOWHERE, metrics_port=0))
-    yield monitor
-    monitor.consumer.close()
-    monitor.producer.close()
+def service() -> MonitorService:
+    return MonitorService(MonitorSettings(kafka=NOWHERE, metrics_port=0))
+
+
+def arrival(topic: str, offset: int, value: bytes | None, key: bytes | None = None) -> Arrival:
+    return Arrival(topic, 0, offset, 0, key, value)
 
 
 def _invalid(service: MonitorService, topic: str) -> float:
@@ -45,10 +45,10 @@ def _invalid(service: MonitorService, topic: str) -> float:
 @pytest.mark.parametrize("topic", ["interactions", "rec.responses"])
 def test_every_hostile_record_is_skipped_and_counted(service: MonitorService, topic: str) -> None:
     hostile = corpus("interactions")
-    for n, record in enumerate(hostile):
-        service._fold(Message(topic=topic, partition=0, offset=n, key=record.key,
-                              value=record.value), wall=1_750_000_000.0)
+    service.fold([arrival(topic, n, r.value, r.key) for n, r in enumerate(hostile)], WALL)
     assert _invalid(service, topic) == len(hostile)
+    c = service.counters  # conservation: nothing read is unaccounted for
+    assert c.consumed == len(hostile) == c.handled + c.dead_lettered + c.filtered
 
 
 def test_a_valid_record_the_pipeline_fails_on_is_skipped_and_counted(
@@ -58,10 +58,9 @@ def test_a_valid_record_the_pipeline_fails_on_is_skipped_and_counted(
         raise ZeroDivisionError("a bug this record finds")
 
     monkeypatch.setattr(service.pipeline, "on_response", broken)
-    value = encode(response("r1"))
-    service._fold(Message(topic="rec.responses", partition=0, offset=0, value=value),
-                  wall=1_750_000_000.0)
+    service.fold([arrival("rec.responses", 0, encode(response("r1")))], WALL)
     assert _invalid(service, "rec.responses") == 1
+    assert service.counters.filtered == 1
 
 
 class _Sent:
@@ -76,16 +75,15 @@ class _Sent:
 
 def test_unusable_logged_features_are_dead_lettered_not_raised(service: MonitorService) -> None:
     sent = _Sent()
-    service.dead_letters = DeadLetterWriter(cast(EventProducer, sent), "monitor")
+    service.dead_letters = DeadLetterWriter(cast(RecordSender, sent), "monitor")
     good = served_features("r1")
     short_rows = good.model_copy(update={"n_features": 3})  # 8 floats are not rows of 3
     hostile = [record.value for record in corpus("interactions")]
-    for n, value in enumerate([*hostile, encode(short_rows)]):
-        service._fold(Message(topic="rec.features", partition=0, offset=n, value=value),
-                      wall=1_750_000_000.0)
+    values = [*hostile, encode(short_rows)]
+    service.fold([arrival("rec.features", n, value) for n, value in enumerate(values)], WALL)
     assert _invalid(service, "rec.features") == len(hostile) + 1
     assert service.dead_letters.written == len(hostile) + 1
+    assert service.counters.dead_lettered == len(hostile) + 1
     assert {topic for topic, _ in sent.records} == {"rec.features.dlq"}
-    service._fold(Message(topic="rec.features", partition=0, offset=99, value=encode(good)),
-                  wall=1_750_000_000.0)
-    assert len(service.pipeline.labeller) == 1
+    service.fold([arrival("rec.features", 99, encode(good))], WALL)
+    assert len(service.pipeline.join) == 1

@@ -1,14 +1,14 @@
 import pytest
 
-from streams.monitor.attribution import ResponseOutcome
+from streams.monitor.join import ResponseOutcome
 from streams.monitor.windows import KpiWindows
 
 T0 = 1_750_000_200.0  # a multiple of 300 s: window boundaries fall on round numbers
 
 
 def outcome(at: float, hit: bool = False, click: bool = False, buy: bool = False,
-            version: str = "v1") -> ResponseOutcome:
-    return ResponseOutcome(version, at, hit, click, buy)
+            version: str = "v1", arm: str | None = None) -> ResponseOutcome:
+    return ResponseOutcome(version, at, hit, click, buy, "exp" if arm else None, arm)
 
 
 def test_a_window_reports_counts_and_rates_per_model_version() -> None:
@@ -27,6 +27,21 @@ def test_a_window_reports_counts_and_rates_per_model_version() -> None:
     assert (v1.responses, v1.hits, v1.clicks, v1.conversions) == (4, 2, 1, 1)
     assert (v1.hit_rate_at_k, v1.ctr, v1.conversion_rate) == (0.5, 0.25, 0.25)
     assert reports["v2"].responses == 1
+
+
+def test_a_window_reports_each_arm_summed_over_partitions() -> None:
+    windows = KpiWindows(size_s=300, k=10)
+    windows.add(outcome(T0, hit=True, click=True, arm="model"), partition=0)
+    windows.add(outcome(T0 + 1, arm="model"), partition=1)
+    windows.add(outcome(T0 + 2, arm="popularity"), partition=0)
+    windows.add(outcome(T0 + 3))  # served outside the experiment
+    reports = {r.arm: r for r in windows.close(T0 + 300)}
+    assert set(reports) == {"model", "popularity", None}
+    model = reports["model"]  # summed over partitions
+    assert (model.experiment, model.responses, model.hits, model.clicks) == ("exp", 2, 1, 1)
+    assert (model.hit_rate_at_k, model.ctr) == (0.5, 0.5)
+    assert reports[None].experiment is None and reports["popularity"].hits == 0
+    assert len({r.report_id for r in reports.values()}) == 3
 
 
 def test_windows_stay_open_until_their_end_passes() -> None:

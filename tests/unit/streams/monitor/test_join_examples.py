@@ -1,20 +1,22 @@
+"""The windowed join's ranker side: logged features labelled by the acts attributed to them."""
+
 import numpy as np
 
 from schemas.events import EventType
 from schemas.ranker_examples import RankerExample
-from streams.monitor.examples import ExampleLabeller
+from streams.monitor.join import AnswerJoin
 
 from .records import T0, interaction, served_features
 
 WINDOW = 60.0
 
 
-def labeller(max_pending: int = 1000) -> ExampleLabeller:
-    return ExampleLabeller(WINDOW, max_pending)
+def labeller(max_pending: int = 1000) -> AnswerJoin:
+    return AnswerJoin(WINDOW, k=10, max_pending=max_pending)
 
 
-def closed(lab: ExampleLabeller) -> list[RankerExample]:
-    return lab.expire(T0 + 10 * WINDOW)
+def closed(lab: AnswerJoin) -> list[RankerExample]:
+    return [c.example for c in lab.expire(T0 + 10 * WINDOW) if c.example is not None]
 
 
 def test_logged_candidates_are_graded_by_the_strongest_act_and_the_rest_are_negatives() -> None:
@@ -50,16 +52,17 @@ def test_an_act_on_an_item_labels_the_latest_answer_that_showed_it_before_one_th
 def test_acts_outside_the_window_or_by_others_are_no_labels() -> None:
     lab = labeller()
     lab.add_features(served_features("r1"))
-    lab.add_interaction(interaction("a", T0 + WINDOW + 1), watermark=T0)
-    lab.add_interaction(interaction("b", T0 + 1, user="someone-else"), watermark=T0)
-    lab.add_interaction(interaction("c", T0 - 1), watermark=T0 - 10)
+    lab.add_interaction(interaction("a", T0 + WINDOW + 1, event_id="e1"), watermark=T0)
+    lab.add_interaction(interaction("b", T0 + 1, user="someone-else", event_id="e2"),
+                        watermark=T0)
+    lab.add_interaction(interaction("c", T0 - 1, event_id="e3"), watermark=T0 - 10)
     [example] = closed(lab)
     assert example.grades == [0, 0, 0, 0]
 
 
 def test_an_act_read_before_the_logged_features_still_labels_them() -> None:
     lab = labeller()
-    assert not lab.add_interaction(interaction("b", T0 + 3), watermark=T0)
+    assert lab.add_interaction(interaction("b", T0 + 3), watermark=T0)  # kept for later
     lab.add_features(served_features("r1"))
     [example] = closed(lab)
     assert example.grades == [0, 1, 0, 0]
@@ -96,4 +99,4 @@ def test_memory_is_bounded_by_labelling_the_oldest_early() -> None:
     for n in range(4):
         lab.add_features(served_features(f"r{n}", served_at=T0 + n))
     early = lab.expire(T0)
-    assert [e.request_id for e in early] == ["r0", "r1"] and lab.evicted_early == 2
+    assert [c.answer.request_id for c in early] == ["r0", "r1"] and lab.evicted_early == 2
