@@ -1,5 +1,7 @@
 import random
 
+import pytest
+
 from schemas.alerts import DriftAlert
 from schemas.events import EventType
 from schemas.kpi import KpiReport
@@ -129,3 +131,34 @@ def test_an_early_click_waits_for_its_response_and_counts_for_it() -> None:
     pipeline.on_response(response("r1", served_at=T0), WALL)
     [report] = flush(pipeline)[0]
     assert (report.responses, report.hits, report.clicks) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_stationary_stream_of_user_bursts_raises_no_kpi_alert(seed: int) -> None:
+    """Users act in bursts, as in the demo's replay of ML-100K: dozens of requests and acts of
+    one user within one attribution window, every user alike (one act in ten on one of the 30
+    items their answers draw from). An act that names no answer counts for one of them (last
+    touch); were it counted for every answer of the burst that showed its item, a burst's
+    answers would hit or miss together and ADWIN, which takes them as independent, would cut
+    on a stream that never changed."""
+    pipeline = MonitorPipeline(MonitorSettings(
+        metrics_port=0, k=10, attribution_window_s=4.0, window_s=5.0, allowed_lateness_s=0,
+        drift=DriftSettings(kpi_metrics=("hit_rate",)),
+    ))
+    rng = random.Random(seed)
+    at, n, alerts = T0, 0, []
+    for burst in range(400):
+        user = f"u{burst}"
+        pool = [f"{user}-i{j}" for j in range(30)]
+        for _ in range(rng.randint(1, 60)):
+            shown = tuple(rng.sample(pool, 10))
+            pipeline.on_response(response(f"r{n}", user=user, served_at=at, items=shown), WALL)
+            item = rng.choice(pool) if rng.random() < 0.1 else f"elsewhere{n}"
+            named = f"r{n}" if item in shown else None  # the client names the answer it came from
+            pipeline.on_interaction(
+                interaction(item, at + 0.5, user=user, request_id=named, event_id=f"e{n}"), WALL
+            )
+            n += 1
+            at += 0.0125  # 80 events/s
+        alerts += pipeline.advance(WALL).alerts
+    assert alerts + flush(pipeline)[1] == []
