@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from schemas.events import EventType
-from schemas.hits import Act, is_act, judge
+from schemas.hits import ACTS, Act, judge
 from schemas.ranker_examples import RankerExample, ServedFeatures
 from streams.monitor.inputs import Interaction, Response
 
@@ -73,30 +74,31 @@ class Answer:
     """The input partition of the user's records (the three topics are co-partitioned)."""
     response: Response | None = None
     features: ServedFeatures | None = None
-
-    def shows(self, item_id: str) -> bool:
-        if self.features is not None:
-            return item_id in self.features.shown
-        return self.response is not None and any(i.item_id == item_id for i in self.response.items)
-
-    def shows_top(self, item_id: str, k: int) -> bool:
-        return self.response is not None and any(
-            i.item_id == item_id for i in self.response.items[:k]
-        )
-
-    def logs(self, item_id: str) -> bool:
-        return self.features is not None and item_id in self.features.candidates
+    top: frozenset[str] = frozenset()
+    """The response's top k items (what its KPI counts); empty until the response arrives."""
+    listed: frozenset[str] = frozenset()
+    """Every item the answer showed: the logged `shown` items, else the response's."""
+    logged: frozenset[str] = frozenset()
+    """The logged candidates; empty until the logged features arrive."""
 
     def covers(self, act: Acted) -> bool:
-        return self.served_at <= act.act.timestamp <= self.expires_at
+        return self.served_at <= act.timestamp <= self.expires_at
 
 
-@dataclass(frozen=True)
-class Acted:
+class Acted(NamedTuple):
+    """One act the join keeps (a tuple: the join holds one per act of every open user)."""
+
     event_id: str
     user_id: str
-    act: Act
+    item_id: str
+    timestamp: float
+    event_type: EventType
+    request_id: str | None
+    """The answer the act names (`context.request_id`), if any."""
     partition: int = 0
+
+    def act(self) -> Act:
+        return Act(self.item_id, self.timestamp, self.event_type, self.request_id)
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,10 @@ class AnswerJoin:
         if answer.response is not None:
             return False
         answer.response = response
+        items = [i.item_id for i in response.items]
+        answer.top = frozenset(items[: self.k])
+        if answer.features is None:
+            answer.listed = frozenset(items)
         return True
 
     def add_features(self, record: ServedFeatures, partition: int = 0) -> bool:
@@ -164,6 +170,8 @@ class AnswerJoin:
         if answer.features is not None:
             return False
         answer.features = record
+        answer.listed = frozenset(record.shown)
+        answer.logged = frozenset(record.candidates)
         return True
 
     def _answer(self, request_id: str, user_id: str, served_at: float, partition: int) -> Answer:
@@ -182,23 +190,24 @@ class AnswerJoin:
         """Keep an act for the answers it may count for: open ones, or (ahead of the
         watermark) ones still to arrive. False when it is kept for none (or is no act, or a
         re-delivery)."""
-        if not is_act(event.event_type):
+        event_type = event.event_type
+        if event_type not in ACTS:
             return False
-        acts = self._acts.get(event.user_id)
-        if acts is not None and event.event_id in acts:
+        user, event_id, at = event.user_id, event.event_id, event.timestamp
+        acts = self._acts.get(user)
+        if acts is not None and event_id in acts:
             return False
-        request_id = event.context.request_id if event.context else None
-        acted = Acted(
-            event.event_id, event.user_id,
-            Act(event.item_id, event.timestamp, event.event_type, request_id), partition,
-        )
-        open_answers = self._by_user.get(event.user_id, ())
-        if event.timestamp < watermark and not any(a.covers(acted) for a in open_answers):
+        if at < watermark and not any(
+            a.served_at <= at <= a.expires_at for a in self._by_user.get(user, ())
+        ):
             return False
-        self._acts.setdefault(event.user_id, {})[event.event_id] = acted
-        heapq.heappush(
-            self._act_expiry, (event.timestamp + self.window_s, next(self._sequence), acted)
-        )
+        context = event.context
+        request_id = context.request_id if context is not None else None
+        acted = Acted(event_id, user, event.item_id, at, event_type, request_id, partition)
+        if acts is None:
+            acts = self._acts[user] = {}
+        acts[event_id] = acted
+        heapq.heappush(self._act_expiry, (at + self.window_s, next(self._sequence), acted))
         return True
 
     def expire(self, watermark: float) -> list[Closed]:
@@ -227,22 +236,23 @@ class AnswerJoin:
         return closed
 
     def _close(self, answer: Answer) -> Closed:
-        acts = list(self._acts.get(answer.user_id, {}).values())
-        return Closed(answer, self._outcome(answer, acts), self._example(answer, acts))
+        acts = self._acts.get(answer.user_id)
+        user_acts: Collection[Acted] = () if acts is None else acts.values()
+        return Closed(answer, self._outcome(answer, user_acts), self._example(answer, user_acts))
 
-    def _outcome(self, answer: Answer, acts: list[Acted]) -> ResponseOutcome | None:
+    def _outcome(self, answer: Answer, acts: Collection[Acted]) -> ResponseOutcome | None:
         response = answer.response
         if response is None:
             return None
-        items = [i.item_id for i in response.items]
-        credited = [
-            a.act for a in acts
-            if a.act.item_id in items[: self.k] and answer.covers(a) and self._credits(answer, a)
-        ]
         hit = clicked = converted = False
+        top, start, end = answer.top, answer.served_at, answer.expires_at
+        credited = [
+            a.act() for a in acts
+            if a.item_id in top and start <= a.timestamp <= end and self._credits(answer, a)
+        ]
         if credited:
-            hits = judge(items, answer.served_at, self.window_s, credited, self.k,
-                         answer.request_id)
+            hits = judge([i.item_id for i in response.items], start, self.window_s, credited,
+                         self.k, answer.request_id)
             hit, clicked, converted = hits.window_hit, hits.clicked, hits.converted
         return ResponseOutcome(
             version_label(response), answer.served_at, hit, clicked, converted,
@@ -253,29 +263,31 @@ class AnswerJoin:
     def _credits(self, answer: Answer, acted: Acted) -> bool:
         """Is `answer` the one whose KPI this act counts for (last touch among the user's open
         answers that showed its item in the top k, unless it names its request)?"""
-        named = acted.act.request_id
+        named = acted.request_id
         if named is not None:
             return named == answer.request_id
         chosen = self._credited_to.get(acted.event_id)
         if chosen is None:
-            item = acted.act.item_id
-            rivals = [
-                a for a in self._by_user.get(answer.user_id, ())
-                if a.shows_top(item, self.k) and a.covers(acted)
-            ]
-            chosen = max(rivals, key=lambda a: a.served_at).request_id
-            self._credited_to[acted.event_id] = chosen
+            item, at = acted.item_id, acted.timestamp
+            latest = answer
+            for a in self._by_user.get(answer.user_id, ()):
+                if a.served_at > latest.served_at and item in a.top and at <= a.expires_at \
+                        and a.served_at <= at:
+                    latest = a
+            chosen = self._credited_to[acted.event_id] = latest.request_id
         return chosen == answer.request_id
 
-    def _example(self, answer: Answer, acts: list[Acted]) -> RankerExample | None:
+    def _example(self, answer: Answer, acts: Collection[Acted]) -> RankerExample | None:
         record = answer.features
         if record is None:
             return None
         grades: dict[str, int] = {}
+        logged, start, end = answer.logged, answer.served_at, answer.expires_at
         for acted in acts:
-            item = acted.act.item_id
-            if answer.logs(item) and answer.covers(acted) and self._labels(answer, acted):
-                grades[item] = max(GRADES[acted.act.event_type], grades.get(item, 0))
+            item = acted.item_id
+            if item in logged and start <= acted.timestamp <= end \
+                    and self._labels(answer, acted):
+                grades[item] = max(GRADES[acted.event_type], grades.get(item, 0))
         return RankerExample(
             request_id=record.request_id,
             user_id=record.user_id,
@@ -293,17 +305,17 @@ class AnswerJoin:
 
     def _labels(self, answer: Answer, acted: Acted) -> bool:
         """Is `answer` the one this act is attributed to, among the user's open answers?"""
-        named = acted.act.request_id
+        named = acted.request_id
         if named is not None:
             return named == answer.request_id
         chosen = self._labels_for.get(acted.event_id)
         if chosen is None:
-            item = acted.act.item_id
+            item = acted.item_id
             rivals = [
                 a for a in self._by_user.get(answer.user_id, ())
-                if a.features is not None and a.logs(item) and a.covers(acted)
+                if item in a.logged and a.covers(acted)
             ]
-            showed = [a for a in rivals if a.shows(item)]
+            showed = [a for a in rivals if item in a.listed]
             chosen = max(showed or rivals, key=lambda a: a.served_at).request_id
             self._labels_for[acted.event_id] = chosen
         return chosen == answer.request_id
