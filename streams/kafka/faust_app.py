@@ -333,15 +333,18 @@ class FaustSender:
         self.app = app
         self._topics = {}
 
-    async def flush(self) -> None:
-        """Waits until the broker has acknowledged everything sent so far."""
-        if self.app is not None:
-            await self.app.producer.flush()
+    def send(
+        self, topic: str, key: str | bytes | None, record: BaseModel,
+        on_sent: Callable[[], None] | None = None,
+    ) -> None:
+        """Queues `record`; `on_sent` runs once the broker has acknowledged it (never, if it
+        is lost: the app then fails its commit, and the record's cause is read again)."""
+        self.send_raw(topic, key, encode(record), on_sent)
 
-    def send(self, topic: str, key: str | bytes | None, record: BaseModel) -> None:
-        self.send_raw(topic, key, encode(record))
-
-    def send_raw(self, topic: str, key: str | bytes | None, value: bytes | None) -> None:
+    def send_raw(
+        self, topic: str, key: str | bytes | None, value: bytes | None,
+        on_sent: Callable[[], None] | None = None,
+    ) -> None:
         if self.app is None:
             raise RuntimeError("FaustSender used before its app was built")
         target = self._topics.get(topic)
@@ -350,7 +353,15 @@ class FaustSender:
                 topic, key_serializer="raw", value_serializer="raw"
             )
         raw_key = key.encode() if isinstance(key, str) else key
-        target.send_soon(key=raw_key, value=value)
+        callback = None if on_sent is None else _acknowledged(on_sent)
+        target.send_soon(key=raw_key, value=value, callback=callback)
+
+
+def _acknowledged(on_sent: Callable[[], None]) -> Callable[[Any], None]:
+    def callback(_message: Any) -> None:
+        on_sent()
+
+    return callback
 
 
 def consume_batches(

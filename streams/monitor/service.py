@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import faust
 
@@ -131,7 +132,7 @@ class MonitorService:
         published = self.pipeline.advance(wall)
         if self.state is not None:
             self.state.advanced(self.pipeline, published, self._sources, wall)
-        await self._publish(published)
+        self._publish(published)
         self._export_state(wall)
         self._export_lag(wall)
 
@@ -223,26 +224,22 @@ class MonitorService:
             self.state.act(p, event.event_id, arrival.value)
         return outcome
 
-    async def _publish(self, published: Published) -> None:
-        send = self.sender.send
+    def _publish(self, published: Published) -> None:
+        send, metrics = self.sender.send, self.metrics
+        # Metrics count a report or alert once the broker has acknowledged it, so they never
+        # count a lost one; the batch goes on meanwhile (faust flushes before it commits).
         for report in published.reports:
-            send(self._kpi_topic, report.model_version, report)
+            send(self._kpi_topic, report.model_version, report, partial(metrics.report, report))
         for alert in published.alerts:
-            send(self._alerts_topic, alert.detector, alert)
+            send(self._alerts_topic, alert.detector, alert, partial(metrics.alert, alert))
         for example in published.examples:
             send(self._examples_topic, example.user_id, example)
         if published.reports or published.alerts:
-            # Metrics only once the broker has the reports, so they never count a lost one.
-            await self.sender.flush()
             logger.info(
                 "published reports=%d alerts=%d examples=%d dead_letters=%d",
                 len(published.reports), len(published.alerts), len(published.examples),
                 self.dead_letters.written,
             )
-        for report in published.reports:
-            self.metrics.report(report)
-        for alert in published.alerts:
-            self.metrics.alert(alert)
         for feature, value in published.psi.items():
             self.metrics.psi.labels(feature).set(value)
 
