@@ -96,9 +96,8 @@ def decode_response(raw: bytes | None, latest_timestamp: float) -> ResponseRecor
 def _ids_valid(record: ResponseRecord) -> bool:
     """Every id of the record holds only `schemas.fields.ID_CHARACTERS` (printable ASCII but
     the space)."""
-    ids = "".join(item.item_id for item in record.items)
-    ids += record.request_id + record.user_id
-    for optional in (record.model_version, record.experiment, record.arm):
-        if optional is not None:
-            ids += optional
+    parts = [item.item_id for item in record.items]
+    parts += (record.request_id, record.user_id, record.model_version or "",
+              record.experiment or "", record.arm or "")
+    ids = "".join(parts)
     return ids.isascii() and ids.isprintable() and " " not in ids

@@ -337,8 +337,8 @@ class FaustSender:
         self, topic: str, key: str | bytes | None, record: BaseModel,
         on_sent: Callable[[], None] | None = None,
     ) -> None:
-        """Queues `record`; `on_sent` runs once the broker has acknowledged it (never, if it
-        is lost: the app then fails its commit, and the record's cause is read again)."""
+        """Queues `record`; `on_sent` runs once the broker has acknowledged it (never for a
+        record that was not delivered)."""
         self.send_raw(topic, key, encode(record), on_sent)
 
     def send_raw(
