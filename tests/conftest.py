@@ -12,7 +12,6 @@ and stopped after the last worker's last test (tests/worker_sharing.py), and a t
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import uuid
@@ -32,8 +31,6 @@ from streams.kafka.principals import ADMIN
 from streams.redis.connection import RedisConnection
 from tests.worker_sharing import leased, running
 
-RUN_VARIABLE = "STREAMREC_TEST_RUN"
-
 
 def _controller(config: pytest.Config) -> bool:
     """The process that hands out tests to xdist workers (it runs none itself)."""
@@ -42,15 +39,17 @@ def _controller(config: pytest.Config) -> bool:
 
 def _run_directory(config: pytest.Config) -> Path | None:
     """Where the workers of one xdist run keep their locks; None outside xdist."""
-    if not (hasattr(config, "workerinput") or _controller(config)):
-        return None
-    return Path(tempfile.gettempdir()) / f"streamrec-tests-{os.environ[RUN_VARIABLE]}"
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput["testrunuid"] if workerinput else None
+    if _controller(config):
+        run_id = config.option.testrunuid
+    return Path(tempfile.gettempdir()) / f"streamrec-tests-{run_id}" if run_id else None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The controller names the run before it starts the workers, which inherit its environment.
-    if _controller(config):
-        os.environ[RUN_VARIABLE] = uuid.uuid4().hex
+    # The controller names the run before it starts the workers: xdist hands them this name.
+    if _controller(config) and config.option.testrunuid is None:
+        config.option.testrunuid = uuid.uuid4().hex
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
