@@ -29,7 +29,7 @@ from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ADMIN
 from streams.redis.connection import RedisConnection
-from tests.worker_sharing import leased, running
+from tests.worker_sharing import abandoned, leased, running
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -54,6 +54,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _controller(config) and (directory := _run_directory(config)):
+        if started := abandoned(directory, "stack"):
+            LocalStack(LocalStackSettings()).down(only=tuple(started))
+        if abandoned(directory, "redis-cluster"):
+            LocalRedisCluster(LocalStackSettings(redis_cluster=3)).stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -52,6 +52,16 @@ def leased(
                 stop(started)
 
 
+def abandoned(directory: Path, name: str) -> list[str]:
+    """What a run started and no worker stopped (a worker died holding its lease), for the
+    controller to stop once every worker is gone."""
+    state = directory / f"{name}.json"
+    if not state.exists():
+        return []
+    _, started = json.loads(state.read_text())
+    return list(started)
+
+
 @contextmanager
 def running(directory: Path, alone: bool) -> Iterator[None]:
     """Holds the run's test lock: exclusive for an `alone` test, shared for any other."""
