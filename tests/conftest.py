@@ -80,7 +80,11 @@ def run_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 def stack(run_directory: Path) -> Iterator[LocalStack]:
     """The local stack (ports from STREAMREC_LOCAL__*). Its addresses are exported as the
     services' own STREAMREC_* variables, so in-process settings and spawned workers agree."""
-    local = LocalStack(LocalStackSettings())
+    settings = LocalStackSettings()
+    # The first worker starts the broker while the other imports and collects every test: on a
+    # busy 2-core machine the JVM can take longer than an operator's `up` waits.
+    timeout_s = max(settings.start_timeout_s, 300.0)
+    local = LocalStack(settings.model_copy(update={"start_timeout_s": timeout_s}))
     s = local.settings
 
     def stop(started: list[str]) -> None:
