@@ -61,6 +61,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (whole services end to end, chaos), then those that run alone,
+    then the rest in file order: xdist hands each worker a contiguous share and a worker that
+    runs out steals from the end of the other's queue, so short tests fill the last minutes
+    instead of one long test running on while the other worker idles."""
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("alone"):
+            return 1
+        return 0 if item.get_closest_marker("e2e") or item.get_closest_marker("chaos") else 2
+
+    items.sort(key=rank)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     directory = _run_directory(item.config)
