@@ -69,11 +69,17 @@ lint: install
 	$(BIN)/lint-imports --no-cache
 
 # The test session starts Kafka and Redis itself if nothing answers, and stops what it started.
+# Two workers: the CPU-bound unit tests run beside the integration tests, which mostly wait on
+# Kafka, Redis and their subprocesses; the services are started once for both (tests/conftest.py).
+# worksteal: a worker that runs out takes queued tests from the other, so a long test near the
+# end of one queue does not leave the other worker idle.
+PYTEST_WORKERS := -n 2 --dist worksteal
+
 test: install lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_WORKERS)
 
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest $(PYTEST_WORKERS) tests/unit
 
 clean:
 	-$(BIN)/streamrec down

@@ -4,12 +4,19 @@ Unit tests never touch these fixtures (they need no services). Integration tests
 local Kafka and Redis: `stack` starts them if nothing answers and stops only what it started.
 Tests marked `cluster` use `redis_cluster`, a local 3-master Redis Cluster started the same way
 (ports from STREAMREC_LOCAL__REDIS_CLUSTER_PORT), with no Kafka.
+
+Under pytest-xdist (`make test` runs two workers) the services are still started once per run
+and stopped after the last worker's last test (tests/worker_sharing.py), and a test marked
+`alone` runs with no other test beside it.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -22,23 +29,90 @@ from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ADMIN
 from streams.redis.connection import RedisConnection
+from tests.worker_sharing import abandoned, leased, running
+
+
+def _controller(config: pytest.Config) -> bool:
+    """The process that hands out tests to xdist workers (it runs none itself)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
+
+
+def _run_directory(config: pytest.Config) -> Path | None:
+    """Where the workers of one xdist run keep their locks; None outside xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput["testrunuid"] if workerinput else None
+    if _controller(config):
+        run_id = config.option.testrunuid
+    return Path(tempfile.gettempdir()) / f"streamrec-tests-{run_id}" if run_id else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller names the run before it starts the workers: xdist hands them this name.
+    if _controller(config) and config.option.testrunuid is None:
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _controller(config) and (directory := _run_directory(config)):
+        if started := abandoned(directory, "stack"):
+            LocalStack(LocalStackSettings()).down(only=tuple(started))
+        if abandoned(directory, "redis-cluster"):
+            LocalRedisCluster(LocalStackSettings(redis_cluster=3)).stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (whole services end to end, chaos), then those that run alone,
+    then the rest in file order: xdist hands each worker a contiguous share and a worker that
+    runs out steals from the end of the other's queue, so short tests fill the last minutes
+    instead of one long test running on while the other worker idles."""
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("alone"):
+            return 1
+        return 0 if item.get_closest_marker("e2e") or item.get_closest_marker("chaos") else 2
+
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    directory = _run_directory(item.config)
+    if directory is None:
+        return (yield)
+    with running(directory, alone=item.get_closest_marker("alone") is not None):
+        return (yield)
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[LocalStack]:
+def run_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Shared by every worker of this run (a directory of this process's own outside xdist)."""
+    return _run_directory(request.config) or tmp_path_factory.mktemp("run")
+
+
+@pytest.fixture(scope="session")
+def stack(run_directory: Path) -> Iterator[LocalStack]:
     """The local stack (ports from STREAMREC_LOCAL__*). Its addresses are exported as the
     services' own STREAMREC_* variables, so in-process settings and spawned workers agree."""
-    local = LocalStack(LocalStackSettings())
-    report = local.up()
+    settings = LocalStackSettings()
+    # The first worker starts the broker while the other imports and collects every test: on a
+    # busy 2-core machine the JVM can take longer than an operator's `up` waits.
+    timeout_s = max(settings.start_timeout_s, 300.0)
+    local = LocalStack(settings.model_copy(update={"start_timeout_s": timeout_s}))
     s = local.settings
-    with pytest.MonkeyPatch.context() as env:
+
+    def stop(started: list[str]) -> None:
+        local.down(only=tuple(started))
+
+    with (
+        leased(run_directory, "stack", lambda: list(local.up().started), stop),
+        pytest.MonkeyPatch.context() as env,
+    ):
         env.setenv("STREAMREC_KAFKA__BOOTSTRAP_SERVERS", f"{s.host}:{s.kafka_port}")
         env.setenv("STREAMREC_KAFKA__SECRETS_DIR", str(s.secrets_dir.resolve()))
         env.setenv("STREAMREC_REDIS__HOST", s.host)
         env.setenv("STREAMREC_REDIS__PORT", str(s.redis_port))
         env.setenv("STREAMREC_REDIS__SECRETS_DIR", str(s.secrets_dir.resolve()))
         yield local
-    local.down(only=report.started)
 
 
 @pytest.fixture
@@ -90,18 +164,28 @@ def scorer_redis_connection(redis_connection: RedisConnection) -> RedisConnectio
 
 
 @pytest.fixture(scope="session")
-def redis_cluster() -> Iterator[LocalRedisCluster]:
+def redis_cluster(run_directory: Path) -> Iterator[LocalRedisCluster]:
     """3 masters through the code `streamrec up` runs (deploy/local/redis_cluster.py); a cluster
-    already answering on those ports is used as it is, and only nodes this session started are
+    already answering on those ports is used as it is, and only nodes this run started are
     stopped."""
     cluster = LocalRedisCluster(LocalStackSettings(redis_cluster=3))
-    started = cluster.start()
-    try:
-        cluster.wait_healthy(cluster.s.start_timeout_s)
-        yield cluster
-    finally:
+
+    def start() -> list[str]:
+        started = cluster.start()
+        try:
+            cluster.wait_healthy(cluster.s.start_timeout_s)
+        except BaseException:
+            if started:
+                cluster.stop()
+            raise
+        return ["redis-cluster"] if started else []
+
+    def stop(started: list[str]) -> None:
         if started:
             cluster.stop()
+
+    with leased(run_directory, "redis-cluster", start, stop):
+        yield cluster
 
 
 @pytest.fixture

@@ -48,8 +48,9 @@ class Options:
     pretrain_epochs: int = 10
     seed: int = 7
     user_gap_s: float | None = 0.5
-    """User-paced (deploy/generators/replay_schedule.py): a user's next request waits until
-    their previous event is in the feature store, as a person's next visit would."""
+    """User-paced (deploy/generators/replay_schedule.py): a user's next request leaves this
+    long after their previous event, and not before the feature store holds it (as a person's
+    next visit would: deploy/demo/user_store.py)."""
     reports_dir: Path = Path("reports")
     """The run's folder (logs, model store, report.html) goes here."""
 
@@ -90,6 +91,7 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
                      "publish_every_s": options.publish_every_s,
                      "pretrain_epochs": options.pretrain_epochs, "seed": options.seed},
         "requests": stats.requests, "answered_in_time": stats.answered, "late": stats.late,
+        "unstored": stats.unstored,
         "arms": arm_figures(judged, options.seed),
         "ratios": arm_ratios(judged, options.seed),
         "live_offline_gap": _gap(state, demo, judged),

@@ -21,6 +21,7 @@ from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.demo.summary import build_summary
 from deploy.demo.traffic import ItemRemap, Traffic
+from deploy.demo.user_store import RedisUserStore, UserStore
 from deploy.generators.dataset_replay import frame_events
 from deploy.generators.replay_schedule import request_times
 from deploy.local.settings import LocalStackSettings
@@ -83,7 +84,8 @@ def _with_services(
                                             state.backfill_end_at)
         _start(services, state)
         _wait_ready(services, state, refresh)
-        _live(services, state, second, refresh)
+        with LocalStack(local).redis.admin_client() as client:
+            _live(services, state, second, refresh, RedisUserStore(client, run.redis_prefix))
         return build_summary(state, _marks(state), services.stop_all())
     finally:
         services.stop_all()
@@ -183,7 +185,9 @@ def _wait_ready(services: Services, state: RunState, refresh: Refresh) -> None:
                        f"{ {n: bool(m) for n, m in state.services.items()} }")
 
 
-def _live(services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh) -> None:
+def _live(
+    services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh, store: UserStore
+) -> None:
     assert state.observer is not None
     s = state.settings
     app = state.run.kafka.as_principal(APP)
@@ -199,6 +203,8 @@ def _live(services: Services, state: RunState, second: pd.DataFrame, refresh: Re
     try:
         for j in np.argsort(due, kind="stable").tolist():
             time.sleep(max(0.0, start + float(due[j]) - time.time()))
+            if s.user_gap_s is not None:
+                traffic.await_stored(events[j].user_id, store, s.user_store_wait_s)
             now = time.time()
             if (s.drift_after_s is not None and state.drift_at is None
                     and now - start >= s.drift_after_s):

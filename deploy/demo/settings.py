@@ -45,8 +45,13 @@ class DemoSettings(BaseSettings):
     user_gap_s: float | None = Field(
         None, ge=0.0, le=10.0, description="User-paced replay "
         "(deploy/generators/replay_schedule.py): a user's next request leaves at least this "
-        "long after their previous event was published, so the feature store holds it. None: "
-        "every request at its slot.",
+        "long after their previous event was published, and not before the feature store "
+        "holds that event. None: every request at its slot.",
+    )
+    user_store_wait_s: float = Field(
+        10.0, gt=0.0, le=60.0, description="User-paced replay: a user's request also waits "
+        "until the feature store holds their previous event, at most this long (then it "
+        "leaves, counted as `unstored`).",
     )
     experiment: bool = Field(
         False, description="The scorer runs a user-level experiment (deploy/demo/arms.py): "

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from deploy.demo.observer import Observer
 from deploy.demo.ranking import Credit
+from deploy.demo.user_store import UserStore, wait_until_held
 from schemas import EventContext, InteractionEvent, RecommendationRequest
 from schemas.hits import strict_hit
 from schemas.topics import INTERACTIONS, REC_REQUESTS
@@ -81,6 +82,9 @@ class TrafficStats:
     requests: int = 0
     answered: int = 0
     late: int = 0
+    unstored: int = 0
+    """User-paced requests that left before the store held the user's previous event (it
+    did not within the wait)."""
     client_hits: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     feature_freshness_ms: list[float] = field(default_factory=list)
@@ -108,6 +112,7 @@ class Traffic:
         self._queue: deque[_Pending] = deque()
         self.stats = TrafficStats()
         self.remap: ItemRemap | None = None
+        self._last_published: dict[str, float] = {}
 
     def offer(self, event: InteractionEvent, now: float) -> None:
         if self.remap is not None:
@@ -133,6 +138,17 @@ class Traffic:
             self._publish(self._queue.popleft(), time.time())
         self._producer.poll(0.0)
 
+    def await_stored(self, user_id: str, store: UserStore, timeout_s: float) -> None:
+        """Holds the user's next request until the store holds their previous event, releasing
+        other users' due events meanwhile; past `timeout_s` it leaves anyway, counted."""
+        published = self._last_published.get(user_id)
+        if published is None:
+            return
+        self.release(time.time())
+        if not wait_until_held(store, user_id, published, timeout_s,
+                               lambda: self.release(time.time())):
+            self.stats.unstored += 1
+
     def drain(self) -> None:
         while self._queue:
             self._publish(self._queue.popleft(), time.time())
@@ -150,6 +166,7 @@ class Traffic:
             event = event.model_copy(update={"context": context})
         self._producer.send(self._events_topic, event.user_id, event)
         self.stats.events += 1
+        self._last_published[event.user_id] = now
         self.stats.published.append(Published(event.user_id, event.item_id, now, named))
 
     def _credited(self, pending: _Pending) -> bool:

@@ -69,6 +69,7 @@ def test_every_kafka_principal_has_a_password_only_its_owner_can_read(stack: Loc
     assert stat.S_IMODE(config.stat().st_mode) == 0o600  # holds the broker's password
 
 
+@pytest.mark.alone  # the session broker's operator password changes under every client
 def test_up_rotates_a_deleted_kafka_password(stack: LocalStack, kafka: KafkaConnection) -> None:
     path = stack.settings.secrets_dir / f"kafka-{OPERATOR}"
     old = kafka.model_copy(

@@ -16,6 +16,7 @@ from schemas.topics import REC_FEATURES, REC_REQUESTS, REC_REQUESTS_DLQ
 from schemas.wire import decode
 from serving.features import ServingKeys
 from serving.service import ScorerService
+from streams.features.definitions import POPULARITY_BUCKET_S
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.producer import EventProducer
 from streams.redis.connection import RedisConnection
@@ -37,9 +38,16 @@ from tests.integration.serving.helpers import (
 )
 
 pytestmark = pytest.mark.e2e
+CROWD_SPAN_S = 13.0
+"""The crowd's views reach this far back (its busiest user views 12 items, a second apart)."""
 
 
 def popular_traffic(feed: FeatureFeed) -> None:
+    """Ten users' views of i100, i101, ... stamped over the last 12 s, all in one popularity
+    bucket: one straddling a bucket's start would count its oldest views at half weight."""
+    into_bucket = time.time() % POPULARITY_BUCKET_S
+    if into_bucket < CROWD_SPAN_S:
+        time.sleep(CROWD_SPAN_S - into_bucket)
     batch = []
     for n in range(10):
         batch.extend(events(f"crowd{n}", [f"i{100 + m}" for m in range(n + 3)]))

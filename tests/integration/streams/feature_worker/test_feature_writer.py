@@ -95,6 +95,7 @@ def test_redelivery_after_a_crash_applies_each_event_once(
     assert (first.applied, second.applied, second.skipped) == (2000, 1000, 800)
 
 
+@pytest.mark.alone  # the session's Redis refuses every client's writes meanwhile
 def test_a_full_redis_refuses_the_whole_batch_with_a_reply_the_worker_waits_on(
     redis_connection: RedisConnection, redis_admin: redis.Redis
 ) -> None:

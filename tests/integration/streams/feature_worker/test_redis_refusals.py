@@ -1,20 +1,24 @@
 """A Redis that refuses writes for a while (full memory, a failed save, a long script) pauses the
 feature worker: nothing is dead-lettered, no offset is committed past what is applied, and once
-Redis accepts writes again the worker resumes by itself and ends with exactly the oracle state."""
+Redis accepts writes again the worker resumes by itself and ends with exactly the oracle state.
+
+The refusing Redis is one of the test's own: the session's would refuse every other test's writes.
+"""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from confluent_kafka import Consumer, TopicPartition
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
+from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
-from deploy.local.worker_process import APPLIED, DEAD_LETTERED, WorkerProcess
+from deploy.local.worker_process import APPLIED, DEAD_LETTERED, WorkerProcess, free_port
 from schemas.topics import INTERACTIONS
 from streams.kafka.connection import KafkaConnection
 from streams.redis.connection import RedisConnection
@@ -64,15 +68,28 @@ def _dead_lettered(worker: WorkerProcess) -> float:
     return sum(v for k, v in worker.metrics().items() if k.startswith(DEAD_LETTERED))
 
 
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """A stack whose Redis alone runs (on a port of its own); Kafka is the session's."""
+    own = LocalStack(LocalStackSettings(home=tmp_path / "stack", redis_port=free_port()))
+    own.redis.start()
+    try:
+        own.redis.wait_healthy(30)
+        yield own
+    finally:
+        own.redis.stop()
+
+
 @pytest.mark.parametrize("code", sorted(REFUSALS))
 def test_worker_pauses_while_redis_refuses_writes_and_resumes_to_the_oracle_state(
-    code: str,
-    stack: LocalStack,
-    kafka: KafkaConnection,
-    redis_connection: RedisConnection,
-    redis_admin: redis.Redis,
-    tmp_path: Path,
+    code: str, own_stack: LocalStack, kafka: KafkaConnection, tmp_path: Path
 ) -> None:
+    s = own_stack.settings
+    redis_connection = RedisConnection(
+        host=s.host, port=s.redis_port, username="streams", secrets_dir=s.secrets_dir,
+        key_prefix=f"test:{uuid.uuid4().hex[:10]}:",
+    )  # fmt: skip
+    redis_admin = own_stack.redis.admin_client()
     group = f"test-{uuid.uuid4().hex[:8]}"
     worker = start_worker(worker_env(kafka, redis_connection, group=group), tmp_path)
     generator = SampleGenerator(SampleConfig(users=200, items=300, seed=31)).events(800)
@@ -80,7 +97,7 @@ def test_worker_pauses_while_redis_refuses_writes_and_resumes_to_the_oracle_stat
         first = produce(kafka, (next(generator) for _ in range(400)))
         worker.wait_for(first, timeout_s=120)
         _wait_committed(kafka, group, first)
-        with REFUSALS[code](stack):
+        with REFUSALS[code](own_stack):
             retries = worker.metrics().get('streamrec_stream_retries_total{dependency="redis"}', 0)
             second = produce(kafka, generator)
             _wait_for_retries(worker, at_least=retries + 2)
