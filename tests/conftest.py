@@ -50,6 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # The controller names the run before it starts the workers: xdist hands them this name.
     if _controller(config) and config.option.testrunuid is None:
         config.option.testrunuid = uuid.uuid4().hex
+    if hasattr(config, "workerinput"):
+        # Two workers share the cores: with a torch thread pool each as wide as the machine,
+        # their spinning threads take turns on the same cores and every tensor op waits.
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
