@@ -154,11 +154,13 @@ class Traffic:
 
     def await_stored(self, user_id: str, store: UserStore, timeout_s: float) -> None:
         """Holds the user's next request until the store holds their previous event, releasing
-        other users' due events meanwhile; past `timeout_s` it leaves anyway, counted."""
+        other users' due events meanwhile; past `timeout_s` it leaves anyway, counted. The
+        previous event may still be queued (the loop ran late): it is released first, and
+        that is the event waited for."""
+        self.release(time.time())
         published = self._last_published.get(user_id)
         if published is None:
             return
-        self.release(time.time())
         if not wait_until_held(store, user_id, published, timeout_s,
                                lambda: self.release(time.time())):
             self.stats.unstored += 1
