@@ -5,6 +5,10 @@ The same definitions as the feature worker's: each user's newest `SEQUENCE_LENGT
 `popularity_bucket_s` bucket of event time with the scorer's merge (newest bucket plus half of
 the previous one, serving.features.merge_popularity), and each item's first and last
 interaction time and event count (the ranking stage's item state).
+
+No session sequences: where a request names a session (bench live), it is one of the live
+phase's own sessions (deploy.demo.traffic.live_event), whose sequence is the newest part of its
+user's, so the user sequence alone holds every item the scorer reads as seen.
 """
 
 from __future__ import annotations

@@ -44,6 +44,22 @@ class ItemRemap:
         return self.mapping.get(item, item)
 
 
+LIVE_PREFIX = "live-"
+
+
+def live_event(event: InteractionEvent) -> InteractionEvent:
+    """A replayed event as the live phase sends it: its event id and session id in a namespace
+    of their own. Both come from deploy.generators.dataset_replay.frame_events numbering, which
+    starts again for the live half: a live session named like a backfill one (`{user}-s1`)
+    would read that old session's sequence from the feature store (the scorer then filters its
+    items as seen), and the live phase starts long after the backfill's newest event, so each
+    of its sessions is a new one."""
+    return event.model_copy(update={
+        "event_id": f"{LIVE_PREFIX}{event.event_id}",
+        "session_id": f"{LIVE_PREFIX}{event.session_id}",
+    })
+
+
 @dataclass
 class _Pending:
     due: float
@@ -115,6 +131,7 @@ class Traffic:
         self._last_published: dict[str, float] = {}
 
     def offer(self, event: InteractionEvent, now: float) -> None:
+        event = live_event(event)
         if self.remap is not None:
             event = event.model_copy(update={"item_id": self.remap(event.item_id)})
         request_id = None
@@ -140,11 +157,13 @@ class Traffic:
 
     def await_stored(self, user_id: str, store: UserStore, timeout_s: float) -> None:
         """Holds the user's next request until the store holds their previous event, releasing
-        other users' due events meanwhile; past `timeout_s` it leaves anyway, counted."""
+        other users' due events meanwhile; past `timeout_s` it leaves anyway, counted. The
+        previous event may still be queued (the loop ran late): it is released first, and
+        that is the event waited for."""
+        self.release(time.time())
         published = self._last_published.get(user_id)
         if published is None:
             return
-        self.release(time.time())
         if not wait_until_held(store, user_id, published, timeout_s,
                                lambda: self.release(time.time())):
             self.stats.unstored += 1
@@ -155,10 +174,7 @@ class Traffic:
         self._producer.flush()
 
     def _publish(self, pending: _Pending, now: float) -> None:
-        # Live ids differ from the backfill's: both come from frame_events numbering.
-        event = pending.event.model_copy(
-            update={"timestamp": now, "event_id": f"live-{pending.event.event_id}"}
-        )
+        event = pending.event.model_copy(update={"timestamp": now})
         named = None
         if pending.request_id is not None and self._credited(pending):
             named = pending.request_id

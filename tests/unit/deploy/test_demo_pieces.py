@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from deploy.demo.phases import Marks, first_retrain, hit_rate_series, phases
 from deploy.demo.svg import line_chart
 from deploy.demo.timeline import Timeline
-from deploy.demo.traffic import ItemRemap, TrafficStats
+from deploy.demo.traffic import ItemRemap, TrafficStats, live_event
+from deploy.generators.dataset_replay import frame_events
 from online_trainer.ranker_training import RANKER_MODEL_NAME
 from schemas import KpiReport, ModelUpdate
 
@@ -30,6 +33,26 @@ def test_remap_is_a_permutation_of_the_chosen_share() -> None:
     assert len(remap.mapping) == 50
     assert sorted(remap.mapping.values()) == sorted(remap.mapping)
     assert sorted(remap(i) for i in items) == sorted(items)
+
+
+def test_live_events_never_share_a_session_or_event_id_with_the_backfill() -> None:
+    day = 86_400.0
+    frame = pd.DataFrame({
+        "user_id": [1, 1, 2, 1, 2, 3],
+        "item_id": [10, 11, 12, 13, 14, 15],
+        "timestamp": [1e9, 1e9 + 60, 1e9 + 90, 1e9 + day, 1e9 + day, 1e9 + day + 60],
+    })
+    backfill = list(frame_events(frame.iloc[:3], shift_to_now=2e9))
+    replayed = list(frame_events(frame.iloc[3:]))
+    # Each half numbers its sessions from 1: replayed as framed, user 1's live session would be
+    # their first backfill session, whose sequence the feature store still holds.
+    assert {e.session_id for e in replayed} & {e.session_id for e in backfill}
+    live = [live_event(e) for e in replayed]
+    assert not {e.session_id for e in live} & {e.session_id for e in backfill}
+    assert not {e.event_id for e in live} & {e.event_id for e in backfill}
+    assert len({e.session_id for e in live}) == len({e.session_id for e in replayed})
+    assert [(e.user_id, e.item_id, e.timestamp) for e in live] == [
+        (e.user_id, e.item_id, e.timestamp) for e in replayed]
 
 
 def test_phases_split_by_drift_and_retrain() -> None:
