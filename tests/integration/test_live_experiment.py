@@ -13,14 +13,13 @@ from bench.live.run import Options, run
 from deploy.demo.arms import ARMS
 from deploy.local.stack import LocalStack
 
-SAME_LIST_FLOOR = 0.9
+SAME_LIST_FLOOR = 0.95
 """Each request leaves once the store holds its user's previous event, so served and offline
-lists read the same history; a list may still differ where candidates tie in score or where
-the offline view's popularity counts run ahead of the store's."""
+lists read the same history; a cold user's popularity answer may still differ where popular
+items tie or the scorer's popularity refresh trails the offline view's counts."""
 
 
 @pytest.mark.e2e
-@pytest.mark.alone  # the scorer's answers at the live start move with the CPU it gets
 def test_arms_answer_their_users_and_the_frozen_arm_serves_what_offline_computes(
     stack: LocalStack, tmp_path: Path
 ) -> None:
@@ -28,7 +27,7 @@ def test_arms_answer_their_users_and_the_frozen_arm_serves_what_offline_computes
     # 1,000 events of 29 users, user-paced (each request waits until the user's previous event
     # is in the store, then 0.1 s): about 100 s of live traffic.
     out = run(path, Options(events=1000, events_per_s=100.0, publish_every_s=5.0,
-                            pretrain_epochs=1, user_gap_s=0.5, reports_dir=tmp_path))
+                            pretrain_epochs=1, user_gap_s=0.1, reports_dir=tmp_path))
     assert json.loads(path.read_text())["arms"] == out["arms"]
     assert set(out["arms"]) == set(ARMS), out["arms"]
     for figures in out["arms"].values():
