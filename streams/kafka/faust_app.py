@@ -22,10 +22,12 @@ What the platform fixes here, the same as for `ContractLoop`:
   written with an explicit partition, the partition of the input record it came from, so a
   partition's state follows the partition through a rebalance;
 - shutdown: `run_until` starts the app on its own event loop and stops it (commit, leave the
-  group) when the service's stop event is set. A handler that raises (its records never do: the
-  service skips and counts a record it fails on) is logged, its batch is not acked and its
-  partitions are sought back to it, so it is handled again after a pause: no consumer raises out
-  of its loop, and no record is skipped unhandled.
+  group) when the service's stop event is set; an app that crashed (faust stops an app whose
+  commit or send failed, a broker outage) is replaced by a new one after a pause, which resumes
+  from the committed offsets and recovers its tables. A handler that raises (its records never
+  do: the service skips and counts a record it fails on) is logged, its batch is not acked and
+  its partitions are sought back to it, so it is handled again after a pause: no consumer raises
+  out of its loop, and no record is skipped unhandled.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ _YIELD_EVERY = 1_000
 _FETCH_WAIT_S = 1.0
 _RETRY_AFTER_S = 1.0
 _YOUNG_COLLECTION_EVERY = 50_000
+_RESTART_AFTER_S = 1.0
+_RESTART_AT_MOST_S = 30.0
+_HEALTHY_RUN_S = 60.0
 
 
 class Arrival(NamedTuple):
@@ -435,31 +440,68 @@ class StateTable:
 
 
 def run_until(
-    build: Callable[[], faust.App], stop: threading.Event, poll_s: float = 0.2
+    build: Callable[[], faust.App],
+    stop: threading.Event,
+    poll_s: float = 0.2,
+    on_restart: Callable[[str], None] | None = None,
 ) -> None:
     """Builds an app with `build` on a fresh event loop in this thread and runs it until `stop`
-    is set, then stops it gracefully (flush, commit, leave the group). While it runs, the
-    garbage collector's young generation is collected every `_YOUNG_COLLECTION_EVERY`
-    allocations (see `_rare_young_collections`)."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+    is set, then stops it gracefully (flush, commit, leave the group).
 
-    async def main() -> None:
-        app = build()
-        await app.start()
-        try:
-            while not app.should_stop:
-                if await asyncio.to_thread(stop.wait, poll_s):
-                    break
-        finally:
-            await app.stop()
+    faust stops an app that crashed (a commit or a send the broker failed while it was away, a
+    rebalance callback that raised) and leaves the restart to a supervisor; here the supervisor
+    is this loop: the crashed app is stopped and, after a pause (doubling from
+    `_RESTART_AFTER_S` up to `_RESTART_AT_MOST_S`, back to the first after an app that ran
+    `_HEALTHY_RUN_S`), a new one is built, which resumes from the committed offsets and recovers
+    its tables from their changelogs as a new process would. `on_restart` gets the crash's
+    reason. While it runs, the garbage collector's young generation is collected every
+    `_YOUNG_COLLECTION_EVERY` allocations (see `_rare_young_collections`)."""
+    pause = _RESTART_AFTER_S
+    with _rare_young_collections():
+        while not stop.is_set():
+            started = time.monotonic()
+            reason = asyncio.run(_run_once(build, stop, poll_s))
+            if reason is None:
+                return
+            if time.monotonic() - started > _HEALTHY_RUN_S:
+                pause = _RESTART_AFTER_S
+            logger.error("stream app stopped reason=%s; restarting after %.0fs", reason, pause)
+            if on_restart is not None:
+                on_restart(reason)
+            stop.wait(pause)
+            pause = min(pause * 2, _RESTART_AT_MOST_S)
 
+
+async def _run_once(
+    build: Callable[[], faust.App], stop: threading.Event, poll_s: float
+) -> str | None:
+    """Runs one app until `stop` is set (None) or the app stops by itself (why, in words). Each
+    app has an event loop of its own (`asyncio.run`), so nothing a crashed app left pending
+    outlives it."""
+    app = build()
     try:
-        with _rare_young_collections():
-            loop.run_until_complete(main())
+        await app.start()
+        while not app.should_stop:
+            if await asyncio.to_thread(stop.wait, poll_s):
+                break
+    except Exception as error:  # a start the broker refused: as a crash
+        logger.warning("stream app failed to start", exc_info=True)
+        await app.crash(error)
     finally:
-        loop.close()
-        asyncio.set_event_loop(None)
+        await _stop(app)
+    if stop.is_set():
+        return None
+    reason = app.crash_reason
+    return "stopped" if reason is None else type(reason).__name__
+
+
+async def _stop(app: faust.App) -> None:
+    """Stops `app`; a crashed app's consumer thread is gone, so its last commit can fail: the
+    next app reads those records again (at least once), so this is logged, not raised."""
+    try:
+        await app.stop()
+    except Exception:
+        logger.warning("stream app did not stop cleanly crashed=%s", app.crashed, exc_info=True)
 
 
 @contextlib.contextmanager

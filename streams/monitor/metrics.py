@@ -31,6 +31,11 @@ class MonitorMetrics:
             "streamrec_monitor_evicted_early",
             "Responses finalised before their window closed (pending cap reached).", registry=r,
         )
+        self.app_restarts = Counter(
+            "streamrec_monitor_app_restarts",
+            "Stream apps replaced after they crashed (a broker outage), by the crash's exception.",
+            ["reason"], registry=r,
+        )
         self.watermark_lag = Gauge(
             "streamrec_monitor_watermark_lag_seconds", "Wall clock minus event-time watermark.",
             registry=r,

@@ -111,8 +111,11 @@ class MonitorService:
             "monitor started group=%s responses=%s interactions=%s",
             self.settings.group_id, self._responses_topic, self._interactions_topic,
         )
-        run_until(self._app, stop)
+        run_until(self._app, stop, on_restart=self._restarted)
         logger.info("monitor stopped pending=%d", len(self.pipeline.join))
+
+    def _restarted(self, reason: str) -> None:
+        self.metrics.app_restarts.labels(reason=reason).inc()
 
     def _app(self) -> faust.App:
         s = self.settings

@@ -65,9 +65,9 @@ def own_kafka(stack: LocalStack, tmp_path: Path) -> Iterator[LocalKafka]:
 
 
 class Thread:
-    def __init__(self, target: Callable[[threading.Event], None]) -> None:
+    def __init__(self, name: str, target: Callable[[threading.Event], None]) -> None:
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=target, args=(self.stop,), daemon=True)
+        self.thread = threading.Thread(target=target, args=(self.stop,), name=name, daemon=True)
         self.thread.start()
 
     def close(self) -> None:
@@ -131,7 +131,7 @@ def test_services_wait_through_broker_outages_and_resume(
         )
     )
     scorer.start()
-    threads = [Thread(trainer.run), Thread(monitor.run)]
+    threads = [Thread("trainer", trainer.run), Thread("monitor", monitor.run)]
     try:
         for round_, outage_s in enumerate((0.0, *OUTAGES_S)):
             if outage_s:
@@ -139,8 +139,9 @@ def test_services_wait_through_broker_outages_and_resume(
                 time.sleep(outage_s)
                 own_kafka.start()
                 own_kafka.wait_healthy(120)
-            assert scorer.healthy() and all(t.thread.is_alive() for t in threads), (
-                f"a service exited during the {outage_s:.0f} s outage"
+            exited = [t.thread.name for t in threads if not t.thread.is_alive()]
+            assert scorer.healthy() and not exited, (
+                f"{exited or 'the scorer'} exited during the {outage_s:.0f} s outage"
             )
             trained, seen = trainer.trainer.state.batches, _monitor_records(monitor)
             _send_interactions(kafka, 300, seed=round_)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import threading
@@ -343,6 +344,43 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
         )
     got = [(r.window_start, r.responses, r.hits, r.conversions) for r in reports]
     assert got == [(window_a, 2, 1, 0), (window_b, 3, 2, 1)]
+
+
+def test_a_crashed_stream_app_is_replaced_and_finishes_its_windows_without_reporting_twice(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    """faust stops an app whose commit or send failed (a broker outage); the monitor builds a
+    new one, which goes on from the committed offsets and the state table."""
+    window_a, window_b = T0, T0 + WINDOW_S
+    with monitoring(settings) as service:
+        publish(kafka, [
+            response(1, "u1", window_a + 1), response(2, "u2", window_a + 2),
+            interaction(1, "u1", "a", EventType.CLICK, window_a + 5),
+            response(6, "u6", window_b + 40),  # still awaiting attribution at the crash
+            *watermark_pushers(window_b + ATTRIBUTION_S + 30),
+        ])
+        first = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
+        crashed = service.sender.app
+        assert crashed is not None
+        asyncio.run_coroutine_threadsafe(crashed.crash(RuntimeError("injected")), crashed.loop)
+        deadline = time.monotonic() + GIVE_UP_S
+        while service.sender.app is crashed and time.monotonic() < deadline:
+            time.sleep(0.2)
+        publish(kafka, [
+            interaction(6, "u6", "c", EventType.PURCHASE, window_b + 95),
+            *watermark_pushers(T0 + 10 * WINDOW_S),
+        ])
+        reports = read_until(
+            kafka, kafka.topic(KPI_METRICS), KpiReport,
+            lambda r: any(x.window_start == window_b for x in r),
+        )
+        restarts = service.metrics.registry.get_sample_value(
+            "streamrec_monitor_app_restarts_total", {"reason": "RuntimeError"}
+        )
+    assert [(r.window_start, r.responses, r.hits) for r in first] == [(window_a, 2, 1)]
+    got = [(r.window_start, r.responses, r.hits, r.conversions) for r in reports]
+    assert got == [(window_a, 2, 1, 0), (window_b, 1, 1, 1)]
+    assert restarts == 1.0
 
 
 def test_hostile_records_on_both_topics_are_skipped_and_counted_while_the_monitor_goes_on(
