@@ -94,7 +94,7 @@ class TrainerService:
             if settings.ranker_enabled else None,
             on_rejected=self.trainer.metrics.observe_rejected,
         )
-        self._ranker_announced = not self.ranker.published
+        self.ranker_announced = not self.ranker.published
         """Whether the checkpoint's newest ranker publication is known to be on the log."""
         self.ranker_loop = self._ranker_loop() if settings.ranker_enabled else None
         self.updates_loop = self._updates_loop()
@@ -184,7 +184,7 @@ class TrainerService:
         rolled back since: a rollback is never undone by a restart)."""
         if not self._read_model_updates():
             return  # tried again on the next round
-        self._ranker_announced = True
+        self.ranker_announced = True
         update = self.ranker.unannounced(self.trainer.log)
         if update is not None:
             logger.warning("announcing checkpointed ranker version=%s", update.version)
@@ -213,7 +213,7 @@ class TrainerService:
     def _run(self, stop: threading.Event, idle_exit_s: float | None) -> None:
         idle_since = time.monotonic()
         while not stop.is_set():
-            if not self._ranker_announced:
+            if not self.ranker_announced:
                 self._announce_checkpointed_ranker()
             consumed = self.loop.run_once()
             self.updates_loop.run_once()
