@@ -19,10 +19,13 @@ The training state is checkpointed (`checkpoint`, one crash-safe write of an
 online_trainer.checkpoint.CheckpointFolder named "ranker"): weights and feature scales, optimizer
 state, the held-back lists with their retriever majors, the micro-batch count (the gate's
 cadence), the versions published, and the offset ledger of the `ranker.examples` records trained
-(`train`). A restart restores it, so the consumer goes on at the ledger's offsets: no example is
-trained twice or skipped, and the gate does not judge again what it judged before the restart. A
-checkpoint of another feature set, width or ranker configuration cannot be this ranker's: it is
-set aside (logged), and the ranker starts afresh.
+(`train`). A restart restores it and the consumer goes on at the ledger's offsets, so the
+micro-batches trained after the last checkpoint are trained again exactly once and none is
+skipped. A promotion is checkpointed before it is announced; a restart announces the newest
+version it published only when model.updates holds no record of it (`unannounced`): a version
+the scorers serve is not announced twice, and one they rolled back stays rolled back. A
+checkpoint that fails its digests, cannot be read or is of another feature set, width or ranker
+configuration is set aside (logged, counted through `on_rejected`), and the ranker starts afresh.
 """
 
 from __future__ import annotations
