@@ -98,7 +98,9 @@ class CheckpointFolder:
         for name in _DIGESTED:
             if _file_digest(folder / name) != digests.get(name):
                 raise IntegrityError(f"checkpoint {name} differs from its recorded digest")
-        optimizer = torch.load(folder / _OPTIMIZER, weights_only=True)
+        # On the CPU: the optimizer's load_state_dict moves each state to its parameter's
+        # device, so a checkpoint written on a GPU host resumes on a CPU-only one.
+        optimizer = torch.load(folder / _OPTIMIZER, map_location="cpu", weights_only=True)
         return load_file(str(folder / _WEIGHTS)), optimizer, raw
 
     def set_aside(self) -> None:

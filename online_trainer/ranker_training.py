@@ -46,13 +46,16 @@ from models.point_in_time import SERVING_FEATURE_NAMES, SERVING_FEATURE_SET
 from models.store import IntegrityError, Manifest, ModelStore
 from online_trainer.checkpoint import CheckpointFolder
 from online_trainer.ledger import OffsetLedger
-from schemas.model_log import ModelLog
+from schemas.model_log import FALLBACK_VERSIONS, ModelLog
 from schemas.model_updates import ModelUpdate, major_part
 from schemas.ranker_examples import RankerExample
 from streams.kafka.contract_loop import Envelope
 
 logger = logging.getLogger(__name__)
 RANKER_MODEL_NAME = "ranker"
+_KEPT_PUBLISHED = FALLBACK_VERSIONS + 1
+"""Publications a checkpoint keeps, newest last: as many as model.updates keeps serving (only
+the newest is ever announced again), so the checkpoint does not grow with the run."""
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ class RankerTraining:
             "batches": self._batches,
             "lists_trained": self.ranker.lists_trained,
             "ledger": self.ledger.to_state(),
-            "published": [update.model_dump(mode="json") for update in self.published],
+            "published": [u.model_dump(mode="json") for u in self.published[-_KEPT_PUBLISHED:]],
         })
         self._unsaved = 0
 

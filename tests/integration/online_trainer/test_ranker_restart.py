@@ -25,8 +25,6 @@ from tests.integration.online_trainer.conftest import train_settings
 from tests.integration.online_trainer.test_trainer_service import Running
 from tests.unit.online_trainer.helpers import ranker_examples, train_ranker
 
-pytestmark = pytest.mark.integration
-
 
 def _send(kafka: KafkaConnection, examples: list[RankerExample]) -> None:
     producer = EventProducer(kafka)

@@ -122,3 +122,17 @@ def test_a_checkpointed_publication_is_announced_only_when_the_log_has_no_record
     assert training.unannounced(log) is None  # the scorers serve it already
     log.apply(newest.model_copy(update={"stage": "rolled_back"}))
     assert training.unannounced(log) is None  # a rollback is not undone
+
+
+def test_the_checkpoint_keeps_as_many_publications_as_the_log_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    training = _training(tmp_path)
+    _feed(training, _batches(ranker_examples(600, seed=0)))
+    newest = training.published[-1]
+    training.published = [
+        newest.model_copy(update={"version": f"1.{minor}"}) for minor in range(20)
+    ]
+    training.checkpoint()
+    restored = _training(tmp_path).published
+    assert [u.version for u in restored] == [f"1.{minor}" for minor in range(11, 20)]
