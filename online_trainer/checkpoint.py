@@ -48,25 +48,74 @@ class TrainerState:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-class CheckpointStore:
-    def __init__(self, root: Path) -> None:
+class CheckpointFolder:
+    """One checkpoint folder under `root`, written whole or not at all: the crash-safe write,
+    recovery and digest check every offset-tied checkpoint of the trainer shares (the session
+    model's, `CheckpointStore`, and the ranker's, online_trainer.ranker_training)."""
+
+    def __init__(self, root: Path, name: str) -> None:
         self.root = root
-        self.current = root / "checkpoint"
-        self.previous = root / "checkpoint.old"
-        self.rejected = root / "checkpoint.rejected"
+        self.current = root / name
+        self.previous = root / f"{name}.old"
+        self.rejected = root / f"{name}.rejected"
+        self._staging = root / f"{name}.tmp"
         self._recover()
 
     def exists(self) -> bool:
         return (self.current / _STATE).exists()
 
     def _recover(self) -> None:
-        """A kill between the two renames of `save` leaves only the previous checkpoint, under
+        """A kill between the two renames of `write` leaves only the previous checkpoint, under
         its old name: put it back in place before anything else touches the folder (the next
-        save would otherwise delete it before its own checkpoint is in place)."""
+        write would otherwise delete it before its own checkpoint is in place)."""
         if not self.exists() and (self.previous / _STATE).exists():
             shutil.rmtree(self.current, ignore_errors=True)
             self.previous.rename(self.current)
-            logger.warning("checkpoint recovered from its previous copy root=%s", self.root)
+            logger.warning("checkpoint recovered from its previous copy folder=%s", self.current)
+
+    def write(
+        self, tensors: dict[str, torch.Tensor], optimizer: dict[str, Any], state: dict[str, Any]
+    ) -> None:
+        """Tensors, optimizer state and a JSON-able state, replacing the checkpoint in one go."""
+        staging = self._staging
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(staging / _WEIGHTS))
+        torch.save(optimizer, staging / _OPTIMIZER)
+        digests = {name: _file_digest(staging / name) for name in _DIGESTED}
+        (staging / _STATE).write_text(json.dumps({"digests": digests, **state}))
+        shutil.rmtree(self.previous, ignore_errors=True)
+        if self.current.exists():
+            self.current.rename(self.previous)
+        staging.rename(self.current)
+        shutil.rmtree(self.previous, ignore_errors=True)
+
+    def read(self) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, Any]]:
+        """What `write` wrote; IntegrityError when a file's bytes differ from their digest."""
+        folder = self.current
+        raw: dict[str, Any] = json.loads((folder / _STATE).read_text())
+        digests = raw.get("digests", {})
+        for name in _DIGESTED:
+            if _file_digest(folder / name) != digests.get(name):
+                raise IntegrityError(f"checkpoint {name} differs from its recorded digest")
+        # On the CPU: the optimizer's load_state_dict moves each state to its parameter's
+        # device, so a checkpoint written on a GPU host resumes on a CPU-only one.
+        optimizer = torch.load(folder / _OPTIMIZER, map_location="cpu", weights_only=True)
+        return load_file(str(folder / _WEIGHTS)), optimizer, raw
+
+    def set_aside(self) -> None:
+        """Moves a checkpoint that failed its check out of the way (kept for inspection, the
+        one before it replaced): the trainer then starts as without a checkpoint."""
+        shutil.rmtree(self.rejected, ignore_errors=True)
+        self.current.rename(self.rejected)
+        logger.warning("checkpoint set aside folder=%s", self.rejected)
+
+
+class CheckpointStore(CheckpointFolder):
+    """The session model's checkpoint: weights, optimizer, ids, histories and TrainerState."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, "checkpoint")
 
     def save(
         self,
@@ -76,42 +125,26 @@ class CheckpointStore:
         histories: UserHistories,
         state: TrainerState,
     ) -> None:
-        staging = self.root / "checkpoint.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(staging / _WEIGHTS))
-        torch.save(optimizer, staging / _OPTIMIZER)
-        (staging / _STATE).write_text(
-            json.dumps(
-                {
-                    "digests": {name: _file_digest(staging / name) for name in _DIGESTED},
-                    "offsets": {str(p): o for p, o in state.offsets.items()},
-                    "ledger": state.ledger.to_state(),
-                    "serving_version": state.serving_version,
-                    "serving_sha256": state.serving_sha256,
-                    "batches": state.batches,
-                    "metrics": state.metrics,
-                    "items": items.mapping(),
-                    "item_sightings": items.sightings(),
-                    "histories": histories.to_state(),
-                }
-            )
+        self.write(
+            tensors,
+            optimizer,
+            {
+                "offsets": {str(p): o for p, o in state.offsets.items()},
+                "ledger": state.ledger.to_state(),
+                "serving_version": state.serving_version,
+                "serving_sha256": state.serving_sha256,
+                "batches": state.batches,
+                "metrics": state.metrics,
+                "items": items.mapping(),
+                "item_sightings": items.sightings(),
+                "histories": histories.to_state(),
+            },
         )
-        shutil.rmtree(self.previous, ignore_errors=True)
-        if self.current.exists():
-            self.current.rename(self.previous)
-        staging.rename(self.current)
-        shutil.rmtree(self.previous, ignore_errors=True)
 
     def load(
         self, max_len: int, max_users: int, limits: VocabularyLimits | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
-        folder = self.current
-        raw = json.loads((folder / _STATE).read_text())
-        digests = raw.get("digests", {})
-        for name in _DIGESTED:
-            if _file_digest(folder / name) != digests.get(name):
-                raise IntegrityError(f"checkpoint {name} differs from its recorded digest")
+        tensors, optimizer, raw = self.read()
         state = TrainerState(
             offsets={int(p): int(o) for p, o in raw["offsets"].items()},
             ledger=OffsetLedger.from_state(raw["ledger"]),
@@ -120,21 +153,13 @@ class CheckpointStore:
             batches=raw["batches"],
             metrics=raw["metrics"],
         )
-        optimizer = torch.load(folder / _OPTIMIZER, weights_only=True)
         return (
-            load_file(str(folder / _WEIGHTS)),
+            tensors,
             optimizer,
             IdVocabulary(raw["items"], limits, raw.get("item_sightings")),
             UserHistories.from_state(raw["histories"], max_len, max_users),
             state,
         )
-
-    def set_aside(self) -> None:
-        """Moves a checkpoint that failed its check out of the way (kept for inspection, the
-        one before it replaced): the trainer then starts as without a checkpoint."""
-        shutil.rmtree(self.rejected, ignore_errors=True)
-        self.current.rename(self.rejected)
-        logger.warning("checkpoint set aside root=%s", self.rejected)
 
 
 _DIGESTED = (_WEIGHTS, _OPTIMIZER)

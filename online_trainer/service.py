@@ -20,6 +20,8 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartiti
 
 from models.store import ModelStore
 from online_trainer.alerts import DriftAlerts
+from online_trainer.checkpoint import CheckpointFolder
+from online_trainer.ledger import OffsetLedger
 from online_trainer.publisher import Publisher
 from online_trainer.ranker_training import RankerTraining
 from online_trainer.replay import RetrainWindow, retrain_window
@@ -88,7 +90,12 @@ class TrainerService:
             gate_every=settings.ranker_gate_every,
             min_gain=settings.ranker_min_gain,
             min_lists=settings.ranker_min_lists,
+            checkpoints=CheckpointFolder(settings.state_dir, "ranker")
+            if settings.ranker_enabled else None,
+            on_rejected=self.trainer.metrics.observe_rejected,
         )
+        self.ranker_announced = not self.ranker.published
+        """Whether the checkpoint's newest ranker publication is known to be on the log."""
         self.ranker_loop = self._ranker_loop() if settings.ranker_enabled else None
         self.updates_loop = self._updates_loop()
         self._retrain: threading.Thread | None = None
@@ -100,7 +107,7 @@ class TrainerService:
         self.retrains_refused = 0
 
     def _ranker_loop(self) -> ContractLoop[RankerExample]:
-        starts = ReadsEveryExampleOnce()
+        starts = ReadsEveryExampleOnce(self.ranker.ledger)
         consumer = BatchConsumer(
             self.settings.kafka,
             self.settings.ranker_group_id,
@@ -146,20 +153,42 @@ class TrainerService:
     def _on_ranker_examples(
         self, batch: list[Envelope[RankerExample]]
     ) -> list[RecordRejected]:
-        step = self.ranker.step([e.record for e in batch])
+        step = self.ranker.train(batch)
+        if step is None:
+            return []
         if step.decision is not None:
             self.trainer.metrics.observe_ranker_gate(step.decision)
         if step.update is not None:
-            topic = self.settings.kafka.topic(MODEL_UPDATES)
-            self.producer.send(topic, step.update.log_key, step.update)
-            self.trainer.log.apply(step.update)
-            if self.trainer.publisher is not None:
-                self.trainer.publisher.retire(self.trainer.log, step.update.model_name)
+            # Checkpointed before it is announced: after a kill in between, the restart announces
+            # it (`_announce_checkpointed_ranker`) rather than promote the same training again.
+            self.ranker.checkpoint()
+            self._announce_ranker(step.update)
+        elif self.ranker.unsaved_batches >= self.settings.checkpoint_every_batches:
+            self.ranker.checkpoint()
         rejected = {id(example): error for example, error in step.rejected}
         return [
             RecordRejected(e, rejected[id(e.record)])  # type: ignore[arg-type]
             for e in batch if id(e.record) in rejected
         ]
+
+    def _announce_ranker(self, update: ModelUpdate) -> None:
+        self.producer.send(self.settings.kafka.topic(MODEL_UPDATES), update.log_key, update)
+        self.producer.flush()
+        self.trainer.log.apply(update)
+        if self.trainer.publisher is not None:
+            self.trainer.publisher.retire(self.trainer.log, update.model_name)
+
+    def _announce_checkpointed_ranker(self) -> None:
+        """Once model.updates is read to its end: the restored ranker's newest publication is
+        announced when the log holds no record of it, and left alone when it does (served, or
+        rolled back since: a rollback is never undone by a restart)."""
+        if not self._read_model_updates():
+            return  # tried again on the next round
+        self.ranker_announced = True
+        update = self.ranker.unannounced(self.trainer.log)
+        if update is not None:
+            logger.warning("announcing checkpointed ranker version=%s", update.version)
+            self._announce_ranker(update)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The checkpoint, not the group's committed offsets, says where the model stands: the
@@ -177,12 +206,15 @@ class TrainerService:
             self._run(stop, idle_exit_s)
             if self.trainer.state.batches:
                 self.trainer.checkpoint()  # a graceful stop keeps all work done
+            self.ranker.checkpoint()
         finally:
             self.close()
 
     def _run(self, stop: threading.Event, idle_exit_s: float | None) -> None:
         idle_since = time.monotonic()
         while not stop.is_set():
+            if not self.ranker_announced:
+                self._announce_checkpointed_ranker()
             consumed = self.loop.run_once()
             self.updates_loop.run_once()
             if self.ranker_loop is not None:
@@ -227,11 +259,11 @@ class TrainerService:
                 self.trainer.roll_back(alert.model_version, f"{alert.detector} on {alert.metric}")
             self.alerts.done(message)
 
-    def _read_model_updates(self) -> None:
+    def _read_model_updates(self) -> bool:
         """model.updates to its end on this thread: a rollback must act on what serves now."""
         loop = self.updates_loop
         topic = self.settings.kafka.topic(MODEL_UPDATES)
-        read_to_end(loop, self.settings.kafka, topic, _LOG_CATCH_UP_S, wait=loop.run_once)
+        return read_to_end(loop, self.settings.kafka, topic, _LOG_CATCH_UP_S, wait=loop.run_once)
 
     def _schedule_retrain(self, change_started_at: float | None, delay_s: float = 0.0) -> None:
         """The first alert of a drift plans the retrain; alerts of the same drift that come
@@ -321,17 +353,26 @@ class TrainerService:
 
 
 class ReadsEveryExampleOnce:
-    """Where the ranker's consumer starts on each assignment. The ranker is not checkpointed, so
-    a partition first assigned to this process is read from the beginning; one it already read
-    (an eager rebalance revokes and re-assigns everything, e.g. after a broker outage) goes on
-    from where this process stopped, so no example is trained on twice."""
+    """Where the ranker's consumer starts on each assignment. A partition this process already
+    read (an eager rebalance revokes and re-assigns everything, e.g. after a broker outage) goes
+    on from where this process stopped; one first assigned to it goes on at the ranker
+    checkpoint's next offset, or the beginning when the checkpoint never saw it: no example is
+    trained on twice or skipped, across rebalances and restarts."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: OffsetLedger) -> None:
+        self.ledger = ledger
+        """The restored ranker's ledger (the ranker trains from it, never replaces it)."""
         self.next_offsets: dict[int, int] = {}
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
-            tp.offset = self.next_offsets.get(tp.partition, OFFSET_BEGINNING)
+            local = self.next_offsets.get(tp.partition)
+            checkpointed = self.ledger.next_offset(tp.partition)
+            tp.offset = next(
+                (o for o in (local, checkpointed) if o is not None), OFFSET_BEGINNING
+            )
+        logger.info("ranker examples assigned partitions=%s",
+                    [(tp.partition, tp.offset) for tp in partitions])
         consumer.assign(partitions)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -69,7 +69,8 @@ class TrainSettings(ServiceSettings):
         5.0, gt=0, description="Cadence at which a candidate is gated and maybe published."
     )
     checkpoint_every_batches: int = Field(
-        20, ge=1, description="Offset-tied checkpoint cadence (a publication also checkpoints)."
+        20, ge=1, description="Offset-tied checkpoint cadence, in micro-batches, of the session "
+        "model and of the ranker, each counting its own (a publication also checkpoints).",
     )
     gate_metric: str = Field("ndcg@10", description="Metric the validation gate compares.")
     gate_margin: float = Field(
@@ -133,8 +134,8 @@ class TrainSettings(ServiceSettings):
         True, description="Train the ranker on ranker.examples and publish it through its gate."
     )
     ranker_group_id: str = Field(
-        "streamrec-trainer-ranker", description="Group on ranker.examples (each start replays "
-        "the topic's retention: the ranker is trained afresh, not checkpointed).",
+        "streamrec-trainer-ranker", description="Group on ranker.examples (positions come from "
+        "the ranker's checkpoint, not from the group's committed offsets).",
     )
     ranker_held_back: int = Field(
         200, ge=10, le=100_000, description="Most recent labelled lists the gate judges on; "
