@@ -42,7 +42,7 @@ def publish(kafka: KafkaConnection, frame: pd.DataFrame) -> int:
     for event in frame_events(frame):
         producer.send(topic, event.user_id, event)
         count += 1
-    producer.flush()
+    producer.close()
     return count
 
 

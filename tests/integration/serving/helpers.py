@@ -57,7 +57,7 @@ def model_update(path: Path, version: str, stage: str = "serving") -> ModelUpdat
 def publish(kafka: KafkaConnection, update: ModelUpdate) -> None:
     producer = EventProducer(kafka)
     producer.send(kafka.topic(MODEL_UPDATES), update.log_key, update)
-    producer.flush()
+    producer.close()
 
 
 def events(user: str, items: Sequence[str], start: float | None = None) -> list[InteractionEvent]:
@@ -86,7 +86,7 @@ class FeatureFeed:
         producer = EventProducer(self.kafka)
         for event in batch:
             producer.send(self.topic, event.user_id, event)
-        producer.flush()
+        producer.close()
         self.produced += len(batch)
         messages = read_all(self.kafka, self.topic, self.produced)
         positioned = [
@@ -158,7 +158,7 @@ def send_requests(kafka: KafkaConnection, requests: Sequence[RecommendationReque
     producer = EventProducer(kafka)
     for r in requests:
         producer.send(kafka.topic(REC_REQUESTS), r.user_id, r)
-    producer.flush()
+    producer.close()
 
 
 def responses(kafka: KafkaConnection, expected: int, timeout_s: float = 60.0) -> list[

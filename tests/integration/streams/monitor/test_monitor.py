@@ -151,7 +151,7 @@ def publish(kafka: KafkaConnection, records: list[Record]) -> None:
             else REC_FEATURES if isinstance(record, ServedFeatures) else INTERACTIONS
         )
         producer.send(kafka.topic(spec), record.user_id, record)
-    producer.flush()
+    producer.close()
 
 
 def read_until(
