@@ -69,11 +69,12 @@ lint: install
 	$(BIN)/lint-imports --no-cache
 
 # The test session starts Kafka and Redis itself if nothing answers, and stops what it started.
-# Two workers: the CPU-bound unit tests run beside the integration tests, which mostly wait on
-# Kafka, Redis and their subprocesses; the services are started once for both (tests/conftest.py).
-# worksteal: a worker that runs out takes queued tests from the other, so a long test near the
-# end of one queue does not leave the other worker idle.
-PYTEST_WORKERS := -n 2 --dist worksteal
+# Three workers on two cores: the integration tests mostly wait on Kafka, Redis and their
+# subprocesses, so a third worker fills the cores the first two leave idle; the services are
+# started once for all (tests/conftest.py). worksteal: a worker that runs out takes queued tests
+# from another; tests/worker_sharing.py orders the tests for it (`alone` ones first, `long` ones
+# side by side).
+PYTEST_WORKERS := -n 3 --dist worksteal
 
 test: install lint
 	$(BIN)/pytest $(PYTEST_WORKERS)

@@ -5,7 +5,7 @@ local Kafka and Redis: `stack` starts them if nothing answers and stops only wha
 Tests marked `cluster` use `redis_cluster`, a local 3-master Redis Cluster started the same way
 (ports from STREAMREC_LOCAL__REDIS_CLUSTER_PORT), with no Kafka.
 
-Under pytest-xdist (`make test` runs two workers) the services are still started once per run
+Under pytest-xdist (`make test` runs three workers) the services are still started once per run
 and stopped after the last worker's last test (tests/worker_sharing.py), and a test marked
 `alone` runs with no other test beside it.
 """
@@ -29,7 +29,7 @@ from streams.kafka.admin import create_topics
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import ADMIN
 from streams.redis.connection import RedisConnection
-from tests.worker_sharing import abandoned, leased, running
+from tests.worker_sharing import abandoned, leased, running, worker_order
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -67,17 +67,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (whole services end to end, chaos), then those that run alone,
-    then the rest in file order: xdist hands each worker a contiguous share and a worker that
-    runs out steals from the end of the other's queue, so short tests fill the last minutes
-    instead of one long test running on while the other worker idles."""
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("alone"):
-            return 1
-        return 0 if item.get_closest_marker("e2e") or item.get_closest_marker("chaos") else 2
-
-    items.sort(key=rank)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The `alone` tests first, the `long` ones spread over the other workers (see
+    tests/worker_sharing.py `worker_order`)."""
+    workerinput = getattr(config, "workerinput", None)
+    workers = int(workerinput["workercount"]) if workerinput else 1
+    items[:] = worker_order(
+        items, workers,
+        alone=lambda item: item.get_closest_marker("alone") is not None,
+        long=lambda item: item.get_closest_marker("long") is not None,
+        quick=lambda item: item.nodeid.startswith("tests/unit/"),
+    )
 
 
 @pytest.hookimpl(wrapper=True)

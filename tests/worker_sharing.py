@@ -6,15 +6,28 @@ the first one started. A test marked `alone` runs with no other test beside it: 
 test holds a shared lock for its whole run (setup to teardown) and an `alone` test the exclusive
 one. A turnstile in front of the lock lets a waiting `alone` test in before the next shared
 holder, so it never waits for the other worker's whole queue.
+
+`worker_order` orders the tests for xdist's worksteal scheduler, which hands each worker a
+contiguous share of the list and lets a worker that runs out steal the back half of the longest
+queue: the `alone` tests open the first share, so they run back to back while the other workers
+have run only a few quick unit tests (nobody idles behind a long test while an `alone` test waits
+at the turnstile); the `long` tests open the other shares, one worker each in turn, so they run
+side by side; short tests fill every share's end, where stealing balances the last minutes.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+QUICK_OPENERS = 10
+"""Quick tests a share begins with before its `long` ones: by the time a worker reaches them,
+the first share's `alone` test is at the turnstile."""
 
 
 @contextmanager
@@ -79,3 +92,31 @@ def running(directory: Path, alone: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def worker_order(
+    tests: Sequence[T], workers: int, alone: Callable[[T], bool], long: Callable[[T], bool],
+    quick: Callable[[T], bool],
+) -> list[T]:
+    """`tests` reordered so that xdist's worksteal shares (the list cut into `workers`
+    contiguous parts, sized as its scheduler sizes them) begin as the module docstring says."""
+    solo = [t for t in tests if alone(t)]
+    slow = [t for t in tests if long(t) and not alone(t)]
+    rest = [t for t in tests if not alone(t) and not long(t)]
+    if workers < 2:
+        return solo + slow + rest
+    openers = [t for t in rest if quick(t)][: QUICK_OPENERS * (workers - 1)]
+    opening = set(openers)
+    fillers = [t for t in rest if t not in opening]
+    heads = [solo] + [
+        openers[i::workers - 1] + slow[i::workers - 1] for i in range(workers - 1)
+    ]
+    order: list[T] = []
+    remaining = len(tests)
+    for worker, head in enumerate(heads):
+        size = remaining // (workers - worker)
+        remaining -= size
+        take = max(0, size - len(head))
+        order += head + fillers[:take]
+        fillers = fillers[take:]
+    return order + fillers

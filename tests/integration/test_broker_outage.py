@@ -43,7 +43,7 @@ from tests.integration.serving.helpers import (
 )
 from tests.integration.serving.helpers import settings as scorer_settings
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.long]
 OUTAGES_S = (30.0, 70.0)
 
 

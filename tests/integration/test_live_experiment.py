@@ -20,6 +20,7 @@ items tie or the scorer's popularity refresh trails the offline view's counts.""
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 def test_arms_answer_their_users_and_the_frozen_arm_serves_what_offline_computes(
     stack: LocalStack, tmp_path: Path
 ) -> None:

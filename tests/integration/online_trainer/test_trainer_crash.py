@@ -58,6 +58,7 @@ def _end_offsets(kafka: KafkaConnection) -> dict[int, int]:
 
 
 @pytest.mark.chaos
+@pytest.mark.long
 def test_trainer_killed_mid_stream_neither_skips_nor_retrains_a_batch(
     kafka: KafkaConnection, tmp_path: Path, ml100k: pd.DataFrame
 ) -> None:

@@ -60,6 +60,7 @@ def _run_until_killed(worker: WorkerProcess, rng: random.Random) -> float:
 
 
 @pytest.mark.chaos
+@pytest.mark.long
 def test_worker_killed_at_random_moments_ends_with_exactly_the_oracle_state(
     kafka: KafkaConnection,
     redis_connection: RedisConnection,
