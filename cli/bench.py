@@ -280,8 +280,11 @@ def bench_drift(
 @app.command("live")
 def bench_live(
     json_path: Path = typer.Option(Path("bench/results/live.json"), "--json", help="Output JSON."),
+    interactions: Path | None = typer.Option(
+        None, help="CSV with user_id,item_id,timestamp (default: ML-100K)."
+    ),
     events: int = typer.Option(
-        20_000, min=100, max=50_000, help="Events of ML-100K's second half replayed live."
+        20_000, min=100, max=50_000, help="Events of the dataset's second half replayed live."
     ),
     events_per_s: float = typer.Option(80.0, min=1.0, max=2000.0, help="Live replay rate."),
     publish_every_s: float = typer.Option(
@@ -290,14 +293,16 @@ def bench_live(
     pretrain_epochs: int = typer.Option(10, min=1, max=200, help="Pre-training passes."),
     seed: int = typer.Option(7),
 ) -> None:
-    """ML-100K replayed in time order through the real services on the local stack, each event
-    preceded by a request, users randomized into arms: hit@10 (strict and window), NDCG@10,
-    ratios with intervals over users, and the frozen arm's live/offline gap."""
-    from bench.live.run import Options, run
+    """ML-100K (or --interactions) replayed in time order through the real services on the
+    local stack, each event preceded by a request, users randomized into arms: hit@10 (strict
+    and window), NDCG@10, ratios with intervals over users, and the frozen arm's live/offline
+    gap."""
+    from bench.live.run import Options, run, settings
+    from cli.demo import demo_dataset
 
-    run(json_path, Options(events=events, events_per_s=events_per_s,
-                           publish_every_s=publish_every_s, pretrain_epochs=pretrain_epochs,
-                           seed=seed))
+    options = Options(interactions=interactions, events=events, events_per_s=events_per_s,
+                      publish_every_s=publish_every_s, pretrain_epochs=pretrain_epochs, seed=seed)
+    run(json_path, options, demo_dataset(settings(options)))
 
 
 @app.command("live-offline")

@@ -22,9 +22,12 @@ import hashlib
 import logging
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 log = logging.getLogger(__name__)
@@ -131,12 +134,42 @@ def load_ml100k_items(cache_dir: Path = DEFAULT_CACHE) -> pd.DataFrame:
 
 
 def load_interactions_csv(path: Path) -> pd.DataFrame:
-    """Any CSV with header ``user_id,item_id,timestamp`` (ids kept as strings)."""
-    raw = pd.read_csv(path, dtype=str)
+    """Any CSV with header ``user_id,item_id,timestamp`` (ids kept as strings, timestamps in
+    seconds; other columns ignored). A file that cannot be read whole is refused with its name
+    and the first problem (a line number where there is one), never partly read: a row with an
+    empty field or a non-numeric timestamp is an error, not a row dropped."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: no such file")
+    try:
+        with warnings.catch_warnings():
+            # A row longer than the header would lose its extra fields: refused, not cut.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                              index_col=False)
+    except pd.errors.EmptyDataError as exc:
+        raise DatasetError(f"{path}: empty file (want header user_id,item_id,timestamp)") from exc
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not a readable CSV: {exc}") from exc
     missing = [c for c in COLUMNS if c not in raw.columns]
     if missing:
-        raise DatasetError(f"{path}: missing columns {missing}")
-    return _normalise(raw)
+        raise DatasetError(f"{path}: missing columns {missing} (has {list(raw.columns)})")
+    if raw.empty:
+        raise DatasetError(f"{path}: no interactions (a header and no rows)")
+    for column in COLUMNS:
+        empty = (raw[column].str.strip() == "").to_numpy()
+        if empty.any():
+            raise DatasetError(f"{path}:{_line(empty)}: empty {column}")
+    ts = pd.to_numeric(raw["timestamp"], errors="coerce")
+    bad = ~np.isfinite(ts.to_numpy(dtype=float))  # NaN: not a number
+    if bad.any():
+        value = raw["timestamp"].to_numpy()[bad][0]
+        raise DatasetError(f"{path}:{_line(bad)}: timestamp {value!r} is not numeric seconds")
+    return _normalise(raw.assign(timestamp=ts))
+
+
+def _line(rows: npt.NDArray[np.bool_]) -> int:
+    """The file line of the first true row (line 1 is the header)."""
+    return int(np.flatnonzero(rows)[0]) + 2
 
 
 SEQUENCE_START_S = 1_500_000_000

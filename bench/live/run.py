@@ -1,6 +1,7 @@
 """`streamrec bench live`: the run, its JSON and its table.
 
-Protocol: ML-100K in time order; its first half pre-trains version 1.0 and is the feature store's
+Protocol: the dataset (ML-100K, or a CSV of user_id,item_id,timestamp: deploy/demo/dataset.py)
+in time order; its first half pre-trains version 1.0 and is the feature store's
 history (the demo's bootstrap, deploy/demo/scenario.py); the second half's first `events` events
 are replayed live at `events_per_s`, each preceded by a request for its user, with no injected
 shift. The scorer's experiment (deploy/demo/arms.py) assigns users to `popularity`, `frozen`
@@ -21,12 +22,11 @@ from bench.live.answers import Judged, arm_figures, arm_ratios, judge_all
 from bench.live.gap import PastEvent, gap, offline_answers
 from bench.report import print_table, write_result
 from deploy.demo import report, scenario
-from deploy.demo.bootstrap import split
+from deploy.demo.dataset import DemoDataset
 from deploy.demo.live import terminate
 from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.generators.dataset_replay import frame_events, frame_items
-from models.datasets import load_ml100k, load_ml100k_items
 from online_trainer.ranker_training import RANKER_MODEL_NAME
 from serving.item_catalog import ItemCatalog
 from serving.settings import ServeSettings
@@ -40,8 +40,10 @@ PRETRAIN_CAP_S = 900.0
 
 @dataclass(frozen=True)
 class Options:
+    interactions: Path | None = None
+    """CSV with user_id,item_id,timestamp; None: ML-100K (with its item catalog)."""
     events: int = 20_000
-    """Events of ML-100K's second half replayed live (each preceded by a request)."""
+    """Events of the dataset's second half replayed live (each preceded by a request)."""
     events_per_s: float = 80.0
     publish_every_s: float = 10.0
     """The online trainer's cadence of gated minor versions (what the `model` arm serves)."""
@@ -57,7 +59,8 @@ class Options:
 
 def settings(options: Options) -> DemoSettings:
     return DemoSettings(
-        experiment=True, drift_after_s=None, live_events=options.events,
+        interactions=options.interactions, experiment=True, drift_after_s=None,
+        live_events=options.events,
         events_per_s=options.events_per_s, request_share=1.0, user_gap_s=options.user_gap_s,
         online_publish_every_s=options.publish_every_s, warmup_s=0.0,
         pretrain_epochs=options.pretrain_epochs, pretrain_budget_s=PRETRAIN_CAP_S,
@@ -66,15 +69,16 @@ def settings(options: Options) -> DemoSettings:
     )
 
 
-def run(json_path: Path, options: Options) -> dict[str, Any]:
+def run(json_path: Path, options: Options, dataset: DemoDataset) -> dict[str, Any]:
+    """`dataset`: deploy.demo.dataset.load of `settings(options)`, checked before the run."""
     started = time.perf_counter()
     demo = settings(options)
     last: list[RunState] = []
     # SIGTERM unwinds through the scenario's finally blocks: services and the stack stop.
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        run_dir, summary = scenario.run(demo, lambda state: last.__setitem__(slice(None),
-                                                                            [state]))
+        run_dir, summary = scenario.run(demo, dataset, lambda state: last.__setitem__(
+            slice(None), [state]))
     finally:
         signal.signal(signal.SIGTERM, previous)
     report.write(run_dir, summary)
@@ -83,7 +87,8 @@ def run(json_path: Path, options: Options) -> dict[str, Any]:
     stats = state.traffic.stats
     judged = judge_all(stats.served, stats.published, demo.attribution_window_s)
     out: dict[str, Any] = {
-        "dataset": "ml-100k",
+        "dataset": dataset.name,
+        "dataset_sha256": dataset.sha256,
         "protocol": {"pretrain_share": demo.pretrain_share, "live_events": options.events,
                      "events_per_s": options.events_per_s, "requests_per_event": 1.0,
                      "user_gap_s": options.user_gap_s, "request_lead_s": demo.request_lead_s,
@@ -111,11 +116,12 @@ def _gap(state: RunState, demo: DemoSettings, judged: list[Judged]) -> dict[str,
     assert state.first_version is not None and state.backfill_end_at is not None
     update = next(u for u in state.observer.snapshot().updates
                   if u.version == state.first_version and u.model_name != RANKER_MODEL_NAME)
-    first, _ = split(load_ml100k(), demo.pretrain_share)
     history = (PastEvent(e.user_id, e.item_id, e.timestamp)
-               for e in frame_events(first, shift_to_now=state.backfill_end_at))
+               for e in frame_events(state.dataset.first, shift_to_now=state.backfill_end_at))
+    # The scorer's catalog as it served: ML-100K's item content, or empty for a CSV.
     catalog = ItemCatalog()
-    catalog.apply(frame_items(load_ml100k_items(), state.live_start or time.time()))
+    if state.dataset.items is not None:
+        catalog.apply(frame_items(state.dataset.items, state.live_start or time.time()))
     pairs = offline_answers(judged, "frozen", update, state.run.store_dir, ServeSettings(),
                             catalog, history, state.traffic.stats.published,
                             float(demo.popularity_bucket_s))

@@ -1,11 +1,12 @@
-"""`streamrec demo`: the whole closed loop on local Kafka + Redis, replaying ML-100K live.
+"""`streamrec demo`: the whole closed loop on local Kafka + Redis, replaying ML-100K live (or an
+interactions CSV: deploy/demo/dataset.py).
 
 What one run does (deploy/demo/scenario.py):
 1. starts Kafka + Redis unless they answer (and stops only what it started), creates the topic
    catalog under a fresh prefix `demo<timestamp>.`; feature keys live under `sr:demo<timestamp>:`
    and are deleted at the end; state, model store, logs and the report go to
    `reports/demo-<timestamp>/` (git-ignored);
-2. pre-trains the first model on the first half of ML-100K (by time, a small time budget),
+2. pre-trains the first model on the first half of the dataset (by time, a small time budget),
    checkpoints it as the trainer's start and publishes it as version 1.0; replays that half
    into `interactions` as past events, so users' histories are in Redis;
 3. starts feature worker, online trainer, scorer and monitor as child processes;

@@ -1,5 +1,5 @@
 """Before the live phase: per-run isolation (topic and key prefixes, state folders), the first
-model pre-trained on the first part of ML-100K and published, and that same history replayed
+model pre-trained on the first part of the dataset and published, and that same history replayed
 into the stream so user histories (Redis features) exist when the live phase starts."""
 
 from __future__ import annotations
@@ -74,12 +74,6 @@ def service_env(run: RunLayout, local: LocalStackSettings) -> dict[str, str]:
         "STREAMREC_REDIS__SECRETS_DIR": str(local.secrets_dir.resolve()),
         "STREAMREC_REDIS__KEY_PREFIX": run.redis_prefix,
     }
-
-
-def split(frame: pd.DataFrame, share: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    ordered = frame.sort_values("timestamp", kind="stable").reset_index(drop=True)
-    cut = int(len(ordered) * share)
-    return ordered.iloc[:cut], ordered.iloc[cut:]
 
 
 def pretrain_and_publish(settings: TrainSettings, first: pd.DataFrame) -> Publication:

@@ -15,6 +15,7 @@ from rich.logging import RichHandler
 
 from deploy.demo import report, scenario
 from deploy.demo.dashboard import render
+from deploy.demo.dataset import DemoDataset
 from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 
@@ -51,7 +52,9 @@ def terminate(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_demo(settings: DemoSettings, screens: Path | None = None) -> Path:
+def run_demo(
+    settings: DemoSettings, dataset: DemoDataset, screens: Path | None = None
+) -> Path:
     console = Console()
     # RichHandler prints the time, level and source itself: the record needs only its message.
     logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console)],
@@ -69,7 +72,7 @@ def run_demo(settings: DemoSettings, screens: Path | None = None) -> Path:
                     live.update(render(state), refresh=True)
                 saver.maybe(state)
 
-            run_dir, summary = scenario.run(settings, refresh)
+            run_dir, summary = scenario.run(settings, dataset, refresh)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if last:

@@ -82,10 +82,10 @@ def _ranker_section(summary: dict[str, Any]) -> str:
 
 
 def _drift_line(summary: dict[str, Any]) -> str:
-    drift = summary["drift"]
+    drift, dataset = summary["drift"], escape(str(summary["dataset"]))
     if drift["at_s"] is None:
-        return "ML-100K replayed live, no shift injected."
-    return (f"ML-100K replayed live; at {drift['at_s']} s {drift['item_share']:.0%} of item ids "
+        return f"{dataset} replayed live, no shift injected."
+    return (f"{dataset} replayed live; at {drift['at_s']} s {drift['item_share']:.0%} of item ids "
             "were permuted among themselves (users pick other items than the model learned).")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from deploy.demo.bootstrap import RunLayout
+from deploy.demo.dataset import DemoDataset
 from deploy.demo.observer import Observer
 from deploy.demo.settings import DemoSettings
 from deploy.demo.timeline import Timeline
@@ -17,6 +18,7 @@ class RunState:
 
     run: RunLayout
     settings: DemoSettings
+    dataset: DemoDataset
     phase: str = "starting"
     live_start: float | None = None
     drift_at: float | None = None

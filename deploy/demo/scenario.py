@@ -14,6 +14,7 @@ import pandas as pd
 
 from deploy.demo import bootstrap
 from deploy.demo.arms import EXPERIMENT, experiment_arms
+from deploy.demo.dataset import DemoDataset
 from deploy.demo.observer import Observer
 from deploy.demo.phases import Marks, first_retrain
 from deploy.demo.processes import Services
@@ -27,7 +28,6 @@ from deploy.generators.replay_schedule import request_times
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
 from deploy.local.worker_process import settled
-from models.datasets import load_ml100k, load_ml100k_items
 from online_trainer.settings import TrainSettings
 from streams.kafka.acls import grant_acls
 from streams.kafka.admin import create_topics
@@ -42,15 +42,18 @@ _BACKFILL_AGE_S = 3600.0
 Refresh = Callable[[RunState], None]
 
 
-def run(settings: DemoSettings, refresh: Refresh) -> tuple[Path, dict[str, object]]:
-    """Runs the scenario; returns the run folder and its summary (also written there)."""
+def run(
+    settings: DemoSettings, dataset: DemoDataset, refresh: Refresh
+) -> tuple[Path, dict[str, object]]:
+    """Runs the scenario on `dataset` (deploy.demo.dataset.load of `settings`); returns the run
+    folder and its summary (also written there)."""
     started = time.time()
     local = LocalStackSettings()
     stack = LocalStack(local)
     up = stack.up()
     try:
         run_layout = bootstrap.layout(settings, local)
-        state = RunState(run_layout, settings)
+        state = RunState(run_layout, settings, dataset)
         create_topics(run_layout.kafka)
         grant_acls(run_layout.kafka)
         summary = _with_services(state, local, refresh)
@@ -64,21 +67,22 @@ def run(settings: DemoSettings, refresh: Refresh) -> tuple[Path, dict[str, objec
 def _with_services(
     state: RunState, local: LocalStackSettings, refresh: Refresh
 ) -> dict[str, object]:
-    run, s = state.run, state.settings
+    run = state.run
     services = Services(bootstrap.service_env(run, local), run.logs)
     observer = Observer(
         run.kafka.as_principal(OPERATOR), f"{run.run_id}-observer"
     ).start()
     state.observer = observer
     try:
-        first, second = bootstrap.split(load_ml100k(), s.pretrain_share)
+        first, second = state.dataset.first, state.dataset.second
         state.phase = "pre-training"
         refresh(state)
         state.first_version = bootstrap.pretrain_and_publish(_train_settings(state),
                                                              first).version
         state.phase = "backfill"
         refresh(state)
-        bootstrap.publish_catalog(run.kafka.as_principal(APP), load_ml100k_items())
+        if state.dataset.items is not None:
+            bootstrap.publish_catalog(run.kafka.as_principal(APP), state.dataset.items)
         state.backfill_end_at = time.time() - _BACKFILL_AGE_S
         state.backfill = bootstrap.backfill(run.kafka.as_principal(APP), first,
                                             state.backfill_end_at)
@@ -151,7 +155,7 @@ def _start(services: Services, state: RunState) -> None:
         # Only a major version that started serving after the drop began could be blamed: the
         # retrain's own 2.0 comes after the alert and must not be rolled back for the drift.
         "STREAMREC_DRIFT__ROLLBACK_WINDOWS": "0",
-        # Its reference would be the backfill (another period of ML-100K), not a training
+        # Its reference would be the backfill (another period of the dataset), not a training
         # profile: PSI would flag the dataset's own evolution. The demo is about KPI drift.
         "STREAMREC_DRIFT__PSI_SAMPLE_EVENTS": "10000000",
     })

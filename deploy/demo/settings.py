@@ -27,9 +27,14 @@ class DemoSettings(BaseSettings):
     reports_dir: Path = Field(
         Path("reports"), description="Each run writes demo-<timestamp>/ here (git-ignored)."
     )
+    interactions: Path | None = Field(
+        None, description="CSV with header user_id,item_id,timestamp (seconds) replayed "
+        "instead of ML-100K (deploy/demo/dataset.py); its items have no content in the "
+        "catalog. None: ML-100K.",
+    )
     pretrain_share: float = Field(
         0.5, gt=0.0, lt=1.0,
-        description="First share of ML-100K (by time): pre-training and backfill.",
+        description="First share of the dataset (by time): pre-training and backfill.",
     )
     pretrain_budget_s: float = Field(25.0, gt=0.0, le=3600.0, description="Pre-training cap.")
     pretrain_epochs: int | None = Field(

@@ -39,6 +39,8 @@ def build_summary(
         "run_id": state.run.run_id,
         "live_s": round(time.time() - origin, 1),
         "settings": s.model_dump(mode="json"),
+        "dataset": state.dataset.name,
+        "dataset_sha256": state.dataset.sha256,
         "events": {"backfill": state.backfill, "live": stats.events,
                    "applied_by_worker": worker.get("streamrec_stream_events_applied_total")},
         "requests": stats.requests,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.demo import report, scenario
+from deploy.demo import dataset, report, scenario
 from deploy.demo.run_state import RunState
 from deploy.demo.settings import DemoSettings
 from deploy.local.stack import LocalStack
@@ -34,7 +34,7 @@ def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> 
         reports_dir=tmp_path, dashboard=False, pretrain_budget_s=20.0, warmup_s=25.0,
         drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=60.0, max_live_s=280.0,
     )
-    run_dir, summary = scenario.run(settings, _quiet)
+    run_dir, summary = scenario.run(settings, dataset.load(settings), _quiet)
     report.write(run_dir, summary)  # summary.json + report.html beside the logs, for a failure
 
     alerts = summary["alerts"]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.live.run import Options, run
+from bench.live.run import Options, run, settings
 from deploy.demo.arms import ARMS
+from deploy.demo.dataset import load
 from deploy.local.stack import LocalStack
 
 SAME_LIST_FLOOR = 0.95
@@ -27,8 +28,9 @@ def test_arms_answer_their_users_and_the_frozen_arm_serves_what_offline_computes
     path = tmp_path / "live.json"
     # 1,000 events of 29 users, user-paced (each request waits until the user's previous event
     # is in the store, then 0.1 s): about 100 s of live traffic.
-    out = run(path, Options(events=1000, events_per_s=100.0, publish_every_s=5.0,
-                            pretrain_epochs=1, user_gap_s=0.1, reports_dir=tmp_path))
+    options = Options(events=1000, events_per_s=100.0, publish_every_s=5.0, pretrain_epochs=1,
+                      user_gap_s=0.1, reports_dir=tmp_path)
+    out = run(path, options, load(settings(options)))
     assert json.loads(path.read_text())["arms"] == out["arms"]
     assert set(out["arms"]) == set(ARMS), out["arms"]
     for figures in out["arms"].values():

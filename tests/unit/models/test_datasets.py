@@ -7,6 +7,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from models import datasets
@@ -24,8 +25,53 @@ def test_csv_ids_stay_strings(tmp_path: Path) -> None:
 def test_csv_without_required_columns_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("user,item\n1,2\n")
-    with pytest.raises(datasets.DatasetError):
+    with pytest.raises(datasets.DatasetError, match=r"bad\.csv: missing columns"):
         datasets.load_interactions_csv(path)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (None, "no such file"),
+        ("", "empty file"),
+        ("user_id,item_id,timestamp\n", "no interactions"),
+        ("user_id,item_id,timestamp\n1,2,100\n1,2,yesterday\n", ":3: timestamp 'yesterday'"),
+        ("user_id,item_id,timestamp\n1,2,100\n1,2,inf\n", ":3: timestamp 'inf'"),
+        ("user_id,item_id,timestamp\n1,2,100\n,2,101\n", ":3: empty user_id"),
+        ("user_id,item_id,timestamp\n1,2,100\n\n1,3,102\n", ":3: empty user_id"),
+        ("user_id,item_id,timestamp\n1,2,100,extra\n", "not a readable CSV"),
+        ("user_id,item_id,timestamp\n1,2,100\n1,2,101,extra\n", "not a readable CSV"),
+        ("user_id,item_id,timestamp\n1,2,100\n1,2\n", ":3: empty timestamp"),
+    ],
+    ids=["missing", "empty", "header-only", "word-timestamp", "infinite-timestamp",
+         "empty-field", "blank-line", "long-first-row", "long-row", "short-row"],
+)
+def test_a_csv_the_loader_cannot_read_whole_is_refused_with_its_name_and_problem(
+    tmp_path: Path, body: str | None, problem: str
+) -> None:
+    path = tmp_path / "mine.csv"
+    if body is not None:
+        path.write_text(body)
+    with pytest.raises(datasets.DatasetError) as refused:
+        datasets.load_interactions_csv(path)
+    assert str(refused.value).startswith(str(path)) and problem in str(refused.value)
+
+
+def test_a_csv_yields_the_frame_the_ml100k_path_yields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [("196", "242", "881250949"), ("186", "302", "891717742"), ("22", "377", "878887116")]
+    inter = tmp_path / "ml-100k.inter"
+    inter.write_text("user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+                     + "".join(f"{u}\t{i}\t3\t{t}\n" for u, i, t in rows))
+    monkeypatch.setattr(datasets, "fetch_ml100k", lambda cache_dir: inter)
+    csv = tmp_path / "same.csv"
+    csv.write_text("timestamp,item_id,user_id,rating\n"
+                   + "".join(f"{t},{i},{u},3\n" for u, i, t in rows))
+    from_csv, from_ml100k = datasets.load_interactions_csv(csv), datasets.load_ml100k(tmp_path)
+    pd.testing.assert_frame_equal(from_csv, from_ml100k)
+    assert list(from_csv.columns) == list(datasets.COLUMNS)
+    assert from_csv["timestamp"].dtype == "int64"
 
 
 def _fake_pip(member: str, body: str) -> Callable[..., subprocess.CompletedProcess[str]]:
