@@ -36,7 +36,9 @@ import asyncio
 import contextlib
 import gc
 import logging
+import shutil
 import ssl
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -271,10 +273,19 @@ class _Monitor(faust.Monitor):
 
 
 class _App(faust.App):
+    """faust creates its data folder (`datadir`, default `<app id>-data` in the working folder)
+    even for tables kept in memory; each app gets a temporary one, removed when it stops."""
+
     batch_route: _BatchRoute | None = None
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
+
+    async def on_stop(self) -> None:
+        try:
+            await super().on_stop()
+        finally:
+            shutil.rmtree(self.conf.datadir, ignore_errors=True)
 
 
 def _credentials(connection: KafkaConnection) -> Any:
@@ -305,6 +316,7 @@ def stream_app(
         broker_commit_interval=commit_interval_s,
         broker_max_poll_records=max_batch,
         store="memory://",
+        datadir=tempfile.mkdtemp(prefix=f"streamrec-{app_id}-"),
         processing_guarantee="at_least_once",
         topic_allow_declare=False,
         topic_disable_leader=True,

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 import threading
+from pathlib import Path
 from typing import cast
 
 import faust
 import pytest
 
 from streams.kafka import faust_app
+from streams.kafka.connection import KafkaConnection
 
 
 class _App:
@@ -77,3 +81,12 @@ def test_an_app_that_fails_to_start_counts_as_a_crash(monkeypatch: pytest.Monkey
 
     faust_app.run_until(build, stop, poll_s=0.01, on_restart=restarts.append)
     assert restarts == ["PermissionError"]
+
+
+def test_a_stream_app_keeps_its_data_folder_out_of_the_working_folder_and_removes_it() -> None:
+    connection = KafkaConnection(security_protocol="PLAINTEXT")
+    app = faust_app.stream_app(connection, "monitor-test")
+    datadir = Path(app.conf.datadir)
+    assert datadir.is_dir() and datadir.is_relative_to(tempfile.gettempdir())
+    asyncio.run(app.stop())
+    assert not datadir.exists()
