@@ -25,8 +25,8 @@ random or stored, so a user stays in one arm across scorers and restarts. Changi
 moves as few users as a stateless assignment can (P-MinHash, Moulton and Jiang 2018): raising
 an arm's weight only moves users into it, lowering it only moves users out, and adding or
 removing an arm moves only the users it gains or loses; a new salt (or experiment name) draws
-everyone afresh. The canary between two versions is the same shape, an experiment of two arms
-(serving, candidate) salted by the candidate; serving/registry.py still routes it itself.
+everyone afresh. The canary between two versions is an experiment too: two arms (serving,
+candidate) salted by the candidate (serving/registry.py `canary_split`).
 
 The arms come from the scorer's settings (`STREAMREC_EXPERIMENT`) or, while present, from a
 JSON document at Redis key `<prefix>cfg:{serving}:experiment` that the configuration refresh

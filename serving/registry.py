@@ -17,28 +17,33 @@ anything is loaded in its place: no answer comes from a version the log has roll
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from schemas.model_log import ModelLog, ServingState
 from schemas.model_updates import ModelUpdate
+from serving.experiment import Experiment, ExperimentArm
 from serving.model_bundle import ModelBundle
 
 logger = logging.getLogger(__name__)
 
 Loader = Callable[[ModelUpdate], ModelBundle]
-_HASH_SPACE = float(2**64)
 
 
-def canary_bucket(user_id: str, salt: str) -> float:
-    """A stable position in [0, 1) per user; salted by the candidate so that each candidate
-    is tried on a fresh slice of users rather than always the same ones."""
-    digest = hashlib.blake2b(f"{salt}:{user_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / _HASH_SPACE
+def canary_split(candidate: str, share: float) -> Experiment:
+    """The canary as an experiment of two arms, `serving` and `candidate` (`share` of the users),
+    salted by the candidate so that each candidate is tried on a fresh slice of users: the
+    assignment of serving/experiment.py, so a user stays on one side across scorers and a larger
+    share only moves users onto the candidate."""
+    return Experiment(
+        name="canary", salt=candidate, arms=(
+            ExperimentArm(name="serving", policy="model", weight=1.0 - share),
+            ExperimentArm(name="candidate", policy="model", weight=share),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,15 @@ class Routing:
     serving: Deployment | None = None
     canary: Deployment | None = None
     canary_share: float = 0.0
+    split: Experiment | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.canary is not None and self.canary_share > 0:
+            object.__setattr__(self, "split", canary_split(self.canary.version, self.canary_share))
 
     def route(self, user_id: str) -> tuple[Deployment | None, bool]:
         """The deployment answering this user and whether it is the canary."""
-        if self.canary is not None and canary_bucket(user_id, self.canary.version) < (
-            self.canary_share
-        ):
+        if self.split is not None and self.split.assign(user_id).name == "candidate":
             return self.canary, True
         return self.serving, False
 

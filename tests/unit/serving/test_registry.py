@@ -3,7 +3,7 @@ from collections.abc import Callable
 
 from schemas.model_updates import ModelUpdate
 from serving.model_bundle import ModelBundle
-from serving.registry import ModelRegistry, Routing, canary_bucket
+from serving.registry import ModelRegistry, Routing
 from tests.unit.serving.fakes import deployment, make_bundle, update
 
 MODEL = "session"
@@ -89,7 +89,23 @@ def test_canary_share_is_stable_per_user_and_close_to_the_configured_share() -> 
     again = [routing.route(f"u{i}")[1] for i in range(5000)]
     assert first == again
     assert 0.17 < sum(first) / len(first) < 0.23
-    assert 0 <= canary_bucket("u1", "1.1") < 1
+
+
+def test_a_larger_canary_share_only_moves_users_onto_the_candidate() -> None:
+    small = Routing(deployment("1.0"), deployment("1.1"), canary_share=0.1)
+    large = Routing(deployment("1.0"), deployment("1.1"), canary_share=0.3)
+    users = [f"u{i}" for i in range(3000)]
+    on_small = {u for u in users if small.route(u)[1]}
+    on_large = {u for u in users if large.route(u)[1]}
+    assert on_small < on_large
+
+
+def test_each_candidate_is_tried_on_its_own_slice_of_users() -> None:
+    users = [f"u{i}" for i in range(3000)]
+    first = Routing(deployment("1.0"), deployment("1.1"), canary_share=0.2)
+    second = Routing(deployment("1.0"), deployment("1.2"), canary_share=0.2)
+    overlap = {u for u in users if first.route(u)[1]} & {u for u in users if second.route(u)[1]}
+    assert len(overlap) < 0.3 * 0.2 * len(users)
 
 
 def test_swap_waits_for_the_load_and_then_switches_at_once() -> None:
