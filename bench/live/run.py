@@ -3,7 +3,8 @@
 Protocol: the dataset (ML-100K, or a CSV of user_id,item_id,timestamp: deploy/demo/dataset.py)
 in time order; its first half pre-trains version 1.0 and is the feature store's
 history (the demo's bootstrap, deploy/demo/scenario.py); the second half's first `events` events
-are replayed live at `events_per_s`, each preceded by a request for its user, with no injected
+(all of it by default) are replayed live at `events_per_s`, each preceded by a request for its
+user, with no injected
 shift. The scorer's experiment (deploy/demo/arms.py) assigns users to `popularity`, `frozen`
 (1.0 pinned), `model` (the online trainer's newest version) and `ranker`. The run's own folder
 keeps the services' logs, the model store and the demo's report.html (each arm over time).
@@ -42,14 +43,21 @@ PRETRAIN_CAP_S = 900.0
 class Options:
     interactions: Path | None = None
     """CSV with user_id,item_id,timestamp; None: ML-100K (with its item catalog)."""
-    events: int = 20_000
-    """Events of the dataset's second half replayed live (each preceded by a request)."""
-    events_per_s: float = 80.0
+    events: int | None = None
+    """Events of the dataset's second half replayed live (each preceded by a request); None:
+    all of it (ML-100K: 50,000 events of 586 users)."""
+    events_per_s: float = 100.0
+    """The replay's slot rate; user pacing holds a user's burst behind it, so a heavy user's
+    events (ML-100K: 737 in the second half, at least `request_lead_s + user_gap_s` apart) set
+    the run's length more than the rate does."""
+    request_lead_s: float = 0.25
+    """A request leaves this long before its event: the answer must arrive within it (the
+    stack's p99 is tens of milliseconds) or the request counts as late."""
     publish_every_s: float = 10.0
     """The online trainer's cadence of gated minor versions (what the `model` arm serves)."""
     pretrain_epochs: int = 10
     seed: int = 7
-    user_gap_s: float | None = 0.5
+    user_gap_s: float | None = 0.25
     """User-paced (deploy/generators/replay_schedule.py): a user's next request leaves this
     long after their previous event, and not before the feature store holds it (as a person's
     next visit would: deploy/demo/user_store.py)."""
@@ -62,6 +70,7 @@ def settings(options: Options) -> DemoSettings:
         interactions=options.interactions, experiment=True, drift_after_s=None,
         live_events=options.events,
         events_per_s=options.events_per_s, request_share=1.0, user_gap_s=options.user_gap_s,
+        request_lead_s=options.request_lead_s,
         online_publish_every_s=options.publish_every_s, warmup_s=0.0,
         pretrain_epochs=options.pretrain_epochs, pretrain_budget_s=PRETRAIN_CAP_S,
         max_live_s=3600.0, dashboard=False, seed=options.seed,
@@ -89,7 +98,8 @@ def run(json_path: Path, options: Options, dataset: DemoDataset) -> dict[str, An
     out: dict[str, Any] = {
         "dataset": dataset.name,
         "dataset_sha256": dataset.sha256,
-        "protocol": {"pretrain_share": demo.pretrain_share, "live_events": options.events,
+        "protocol": {"pretrain_share": demo.pretrain_share,
+                     "live_events": len(dataset.second.iloc[: options.events]),
                      "events_per_s": options.events_per_s, "requests_per_event": 1.0,
                      "user_gap_s": options.user_gap_s, "request_lead_s": demo.request_lead_s,
                      "attribution_window_s": demo.attribution_window_s,
