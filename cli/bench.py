@@ -288,7 +288,7 @@ def bench_live(
     ),
     events_per_s: float = typer.Option(100.0, min=1.0, max=2000.0, help="Live replay rate."),
     request_lead_s: float = typer.Option(
-        0.25, min=0.01, max=10.0, help="A request leaves this long before its event (an "
+        0.5, min=0.01, max=10.0, help="A request leaves this long before its event (an "
         "answer later than that counts as late)."
     ),
     user_gap_s: float = typer.Option(
