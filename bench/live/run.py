@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.live.answers import Judged, arm_figures, arm_ratios, judge_all
+from bench.live.answers import (
+    Judged,
+    arm_figures,
+    arm_ratios,
+    arm_ratios_cuped,
+    judge_all,
+    user_covariates,
+)
 from bench.live.gap import PastEvent, gap, offline_answers
 from bench.report import print_table, write_result
 from deploy.demo import report, scenario
@@ -110,6 +117,8 @@ def run(json_path: Path, options: Options, dataset: DemoDataset) -> dict[str, An
         "unstored": stats.unstored,
         "arms": arm_figures(judged, options.seed),
         "ratios": arm_ratios(judged, options.seed),
+        "ratios_cuped": arm_ratios_cuped(judged, user_covariates(
+            dataset.first["user_id"].astype(str), stats.published), options.seed),
         "live_offline_gap": _gap(state, demo, judged),
         "versions": summary["versions"],
         "alerts": summary["alerts"],
@@ -147,8 +156,10 @@ def _print(out: dict[str, Any]) -> None:
                      f"{f['hit@10_ci95'][1]:.4f}] / {f['hit@10_window']:.4f} / "
                      f"{f['ndcg@10']:.4f}"))
     for name, r in out["ratios"].items():
-        rows.append((f"{name} (hit@10)", f"{r['ratio']:.3f} [{r['ci95'][0]:.3f}, "
-                                         f"{r['ci95'][1]:.3f}]"))
+        c = out["ratios_cuped"][name]
+        rows.append((f"{name} (hit@10); CUPED", f"{r['ratio']:.3f} [{r['ci95'][0]:.3f}, "
+                                                f"{r['ci95'][1]:.3f}]; {c['ratio']:.3f} "
+                                                f"[{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]"))
     g = out["live_offline_gap"]
     rows.append(("frozen live/offline gap (hit@10), same list",
                  f"{g.get('gap')} ({g.get('served_hit@10')} vs {g.get('offline_hit@10')}), "
