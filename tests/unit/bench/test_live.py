@@ -13,6 +13,7 @@ from bench.live.answers import (
     user_covariates,
 )
 from bench.live.gap import gap
+from bench.live.run import Options, settings
 from deploy.demo.traffic import Published, Served
 
 
@@ -91,3 +92,10 @@ def test_cuped_ratios_stand_beside_the_plain_ones_for_the_same_arms() -> None:
     assert set(cuped) == set(arm_ratios(judged, seed=0))
     # Every user alike: nothing to adjust, the same ratio.
     assert cuped["model_vs_popularity"]["ratio"] == 2.0
+
+
+def test_by_default_the_whole_second_half_is_replayed_user_paced() -> None:
+    demo = settings(Options())
+    assert demo.live_events is None  # every event of the second half
+    assert demo.user_gap_s is not None and demo.experiment and demo.drift_after_s is None
+    assert demo.request_lead_s == Options().request_lead_s
