@@ -3,10 +3,7 @@
 The first `logged_candidates` allowed candidates of every model answer are described by the
 serving feature set (serving/feature_log.py: the retriever's scores, similarities with the
 history, content from the item catalog, item state from the scorer's table), and logged with
-the answer as the ranker's training data; a `frozen` arm's answers excepted: their pinned
-version's candidates and retriever scores are not what the live version's ranker re-orders,
-and the ranker's gate, judging lists by retriever major, would count them as the live
-version's (a weaker retrieval order to beat). Then, per answer:
+the answer as the ranker's training data. Then, per answer:
 
 - the published ranker re-orders them when retrieval marked it to (candidates past the logged
   ones keep retrieval order below them); one ranker call per version for the whole batch;
@@ -51,9 +48,8 @@ class Ranking:
             if draft.deployment is not None:
                 groups.setdefault(id(draft.deployment), []).append(draft)
         for group in groups.values():
-            described = [d for d in group if d.arm.policy != "frozen"]
-            if self._logged_candidates and described:
-                self._describe(batch, described)
+            if self._logged_candidates:
+                self._describe(batch, group)
             self._own_ranker(batch, [d for d in group if d.own_ranker])
             self._published_ranker([d for d in group if d.reranker is not None])
         return allowed
