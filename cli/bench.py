@@ -283,10 +283,18 @@ def bench_live(
     interactions: Path | None = typer.Option(
         None, help="CSV with user_id,item_id,timestamp (default: ML-100K)."
     ),
-    events: int = typer.Option(
-        20_000, min=100, max=50_000, help="Events of the dataset's second half replayed live."
+    events: int | None = typer.Option(
+        None, min=100, help="Events of the dataset's second half replayed live (default: all)."
     ),
-    events_per_s: float = typer.Option(80.0, min=1.0, max=2000.0, help="Live replay rate."),
+    events_per_s: float = typer.Option(100.0, min=1.0, max=2000.0, help="Live replay rate."),
+    request_lead_s: float = typer.Option(
+        0.5, min=0.01, max=10.0, help="A request leaves this long before its event (an "
+        "answer later than that counts as late)."
+    ),
+    user_gap_s: float = typer.Option(
+        0.25, min=0.0, max=10.0, help="A user's next request leaves at least this long after "
+        "their previous event, once the feature store holds it."
+    ),
     publish_every_s: float = typer.Option(
         10.0, min=1.0, help="The online trainer's cadence of gated minor versions."
     ),
@@ -301,6 +309,7 @@ def bench_live(
     from cli.demo import demo_dataset
 
     options = Options(interactions=interactions, events=events, events_per_s=events_per_s,
+                      request_lead_s=request_lead_s, user_gap_s=user_gap_s,
                       publish_every_s=publish_every_s, pretrain_epochs=pretrain_epochs, seed=seed)
     run(json_path, options, demo_dataset(settings(options)))
 

@@ -9,6 +9,13 @@ two-proportion z-test decides: the ranker arm's rate below the model arm's with 
 `-z` rolls the ranker back (a `rolled_back` record for its version on `model.updates`: the
 newest earlier serving ranker, or retrieval order, serves). A ranker that is not worse stays,
 and the comparison goes on with every new window.
+
+The trainer promotes a newer version of the same online-trained ranker whenever its gate
+passes, often sooner than one version gathers `min_responses` per arm; were each version judged
+afresh, a ranker losing live would be kept by its own promotions. So a newer version continues
+the comparison (its evidence is the ranker's since it started serving) and the verdict rolls
+back whichever version serves then; a verdict, or a ranker serving again after none did, starts
+a fresh one.
 """
 
 from __future__ import annotations
@@ -66,8 +73,12 @@ class RankerArmJudge:
     _decided: bool = False
 
     def watch(self, version: str | None, since: float) -> None:
-        """A fresh comparison for each ranker version that starts serving."""
+        """A fresh comparison when a ranker starts serving after none, or after a verdict; a
+        newer version replacing one still judged goes on with the evidence so far."""
         if version == self._version:
+            return
+        if version is not None and self._version is not None and not self._decided:
+            self._version = version
             return
         self._version, self._since, self._decided = version, since, False
         self._arms = {self.policy.ranker_arm: _Arm(), self.policy.model_arm: _Arm()}

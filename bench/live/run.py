@@ -3,7 +3,8 @@
 Protocol: the dataset (ML-100K, or a CSV of user_id,item_id,timestamp: deploy/demo/dataset.py)
 in time order; its first half pre-trains version 1.0 and is the feature store's
 history (the demo's bootstrap, deploy/demo/scenario.py); the second half's first `events` events
-are replayed live at `events_per_s`, each preceded by a request for its user, with no injected
+(all of it by default) are replayed live at `events_per_s`, each preceded by a request for its
+user, with no injected
 shift. The scorer's experiment (deploy/demo/arms.py) assigns users to `popularity`, `frozen`
 (1.0 pinned), `model` (the online trainer's newest version) and `ranker`. The run's own folder
 keeps the services' logs, the model store and the demo's report.html (each arm over time).
@@ -18,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.live.answers import Judged, arm_figures, arm_ratios, judge_all
+from bench.live.answers import (
+    Judged,
+    arm_figures,
+    arm_ratios,
+    arm_ratios_cuped,
+    judge_all,
+    user_covariates,
+)
 from bench.live.gap import PastEvent, gap, offline_answers
 from bench.report import print_table, write_result
 from deploy.demo import report, scenario
@@ -42,14 +50,22 @@ PRETRAIN_CAP_S = 900.0
 class Options:
     interactions: Path | None = None
     """CSV with user_id,item_id,timestamp; None: ML-100K (with its item catalog)."""
-    events: int = 20_000
-    """Events of the dataset's second half replayed live (each preceded by a request)."""
-    events_per_s: float = 80.0
+    events: int | None = None
+    """Events of the dataset's second half replayed live (each preceded by a request); None:
+    all of it (ML-100K: 50,000 events of 586 users)."""
+    events_per_s: float = 100.0
+    """The replay's slot rate; user pacing holds a user's burst behind it, so a heavy user's
+    events (ML-100K: 737 in the second half, at least `request_lead_s + user_gap_s` apart) set
+    the run's length more than the rate does."""
+    request_lead_s: float = 0.5
+    """A request leaves this long before its event: the answer must arrive within it or the
+    request counts as late (on a loaded 2-core host the scorer's p99 nears 250 ms at the
+    replay's peak rate)."""
     publish_every_s: float = 10.0
     """The online trainer's cadence of gated minor versions (what the `model` arm serves)."""
     pretrain_epochs: int = 10
     seed: int = 7
-    user_gap_s: float | None = 0.5
+    user_gap_s: float | None = 0.25
     """User-paced (deploy/generators/replay_schedule.py): a user's next request leaves this
     long after their previous event, and not before the feature store holds it (as a person's
     next visit would: deploy/demo/user_store.py)."""
@@ -62,6 +78,7 @@ def settings(options: Options) -> DemoSettings:
         interactions=options.interactions, experiment=True, drift_after_s=None,
         live_events=options.events,
         events_per_s=options.events_per_s, request_share=1.0, user_gap_s=options.user_gap_s,
+        request_lead_s=options.request_lead_s,
         online_publish_every_s=options.publish_every_s, warmup_s=0.0,
         pretrain_epochs=options.pretrain_epochs, pretrain_budget_s=PRETRAIN_CAP_S,
         max_live_s=3600.0, dashboard=False, seed=options.seed,
@@ -89,7 +106,8 @@ def run(json_path: Path, options: Options, dataset: DemoDataset) -> dict[str, An
     out: dict[str, Any] = {
         "dataset": dataset.name,
         "dataset_sha256": dataset.sha256,
-        "protocol": {"pretrain_share": demo.pretrain_share, "live_events": options.events,
+        "protocol": {"pretrain_share": demo.pretrain_share,
+                     "live_events": len(dataset.second.iloc[: options.events]),
                      "events_per_s": options.events_per_s, "requests_per_event": 1.0,
                      "user_gap_s": options.user_gap_s, "request_lead_s": demo.request_lead_s,
                      "attribution_window_s": demo.attribution_window_s,
@@ -99,6 +117,8 @@ def run(json_path: Path, options: Options, dataset: DemoDataset) -> dict[str, An
         "unstored": stats.unstored,
         "arms": arm_figures(judged, options.seed),
         "ratios": arm_ratios(judged, options.seed),
+        "ratios_cuped": arm_ratios_cuped(judged, user_covariates(
+            dataset.first["user_id"].astype(str), stats.published), options.seed),
         "live_offline_gap": _gap(state, demo, judged),
         "versions": summary["versions"],
         "alerts": summary["alerts"],
@@ -136,8 +156,10 @@ def _print(out: dict[str, Any]) -> None:
                      f"{f['hit@10_ci95'][1]:.4f}] / {f['hit@10_window']:.4f} / "
                      f"{f['ndcg@10']:.4f}"))
     for name, r in out["ratios"].items():
-        rows.append((f"{name} (hit@10)", f"{r['ratio']:.3f} [{r['ci95'][0]:.3f}, "
-                                         f"{r['ci95'][1]:.3f}]"))
+        c = out["ratios_cuped"][name]
+        rows.append((f"{name} (hit@10); CUPED", f"{r['ratio']:.3f} [{r['ci95'][0]:.3f}, "
+                                                f"{r['ci95'][1]:.3f}]; {c['ratio']:.3f} "
+                                                f"[{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]"))
     g = out["live_offline_gap"]
     rows.append(("frozen live/offline gap (hit@10), same list",
                  f"{g.get('gap')} ({g.get('served_hit@10')} vs {g.get('offline_hit@10')}), "

@@ -166,9 +166,9 @@ def _replay(
     return result, lane, ranker, assignment
 
 
-_LOGGING_ARMS = ("model", "ranker")
-"""Arms whose answers feed the ranker path: the live version's, in retrieval order or the
-ranker's (the frozen version's lists would be of another version)."""
+_LOGGING_ARMS = ("model", "ranker", "frozen")
+"""Arms whose answers feed the ranker path: every model answer's, as the scorer logs them
+(serving/stages/ranking.py), the pinned version's included."""
 
 
 def _logged(arm: str) -> str | None:

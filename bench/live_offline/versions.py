@@ -36,6 +36,7 @@ from online_trainer.retrain import full_retrain
 from online_trainer.settings import TrainSettings
 from online_trainer.trainer import OnlineTrainer
 from schemas import EventType, InteractionEvent, ModelUpdate, TrainingWindow
+from schemas.model_log import ModelLog
 from serving.model_bundle import ModelBundle
 from serving.session_model import load_session_bundle
 from serving.settings import ServeSettings
@@ -75,6 +76,13 @@ class StorePublisher(Publisher):
             published_at=published_at,
         )
         return Publication(version, "full", str(path), row_count(tensors), published_at, update)
+
+    def retire(self, log: ModelLog, model_name: str) -> list[str]:
+        """The log forgets what no serving state reaches again; with no topic, no tombstone."""
+        retired = log.retirable(model_name)
+        for version in retired:
+            log.retire(model_name, version)
+        return retired
 
 
 class ReplayTrainer(OnlineTrainer):

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import math
 
-from bench.live.answers import arm_figures, arm_ratios, judge_all
+from bench.live.answers import (
+    arm_figures,
+    arm_ratios,
+    arm_ratios_cuped,
+    judge_all,
+    user_covariates,
+)
 from bench.live.gap import gap
+from bench.live.run import Options, settings
 from deploy.demo.traffic import Published, Served
 
 
@@ -66,3 +73,29 @@ def test_the_gap_compares_served_and_offline_hits_on_the_same_requests() -> None
     assert figures["served_hit@10"] == 1.0 and figures["offline_hit@10"] == 0.5
     assert figures["gap"] == -1.0  # served hits twice as often as offline
     assert figures["same_list"] == 0.25 and figures["same_top10_set"] == 0.5
+
+
+def test_covariates_are_what_was_known_before_assignment() -> None:
+    published = [Published("u", "a", 1.0, None), Published("u", "b", 2.0, None),
+                 Published("v", "a", 1.5, None)]
+    covariates = user_covariates(["u", "u", "u", "w"], published)
+    assert covariates["u"] == (2.0, 2 * math.log(4), 0.0)
+    assert covariates["v"] == (1.0, 0.0, 1.0)  # no pre-training event
+    assert "w" not in covariates  # not replayed
+
+
+def test_cuped_ratios_stand_beside_the_plain_ones_for_the_same_arms() -> None:
+    served = _arm_answers("model", 30, 2, 0) + _arm_answers("popularity", 30, 4, 100)
+    published = [Published(s.user_id, s.next_item, s.sent_at + 0.5, None) for s in served]
+    judged = judge_all(served, published, window_s=4.0)
+    cuped = arm_ratios_cuped(judged, user_covariates([], published), seed=0)
+    assert set(cuped) == set(arm_ratios(judged, seed=0))
+    # Every user alike: nothing to adjust, the same ratio.
+    assert cuped["model_vs_popularity"]["ratio"] == 2.0
+
+
+def test_by_default_the_whole_second_half_is_replayed_user_paced() -> None:
+    demo = settings(Options())
+    assert demo.live_events is None  # every event of the second half
+    assert demo.user_gap_s is not None and demo.experiment and demo.drift_after_s is None
+    assert demo.request_lead_s == Options().request_lead_s

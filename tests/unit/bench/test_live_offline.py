@@ -23,6 +23,7 @@ from bench.live_offline.feature_view import FeatureView
 from bench.live_offline.outcome import ArmRecord, summarise
 from bench.live_offline.run import Options, run
 from bench.live_offline.timeline import Clock, build, tied_items, window_items
+from schemas.model_log import FALLBACK_VERSIONS
 from serving.settings import ServeSettings
 from serving.stages.ordering import Answer
 from streams.features.definitions import SEQUENCE_LENGTH
@@ -198,8 +199,11 @@ def test_with_learning_off_the_model_arm_answers_as_the_frozen_one(tmp_path: Pat
 
 
 def test_the_trainer_publishes_versions_the_model_arm_then_serves(tmp_path: Path) -> None:
-    out = run(tmp_path / "out.json", _options(tmp_path, learn=True, publish_every_s=5.0))
-    assert out["versions_published"] > 1
+    options = replace(_options(tmp_path, learn=True, publish_every_s=1.0),
+                      train={**_TINY, "gate_min_events": 10, "gate_margin": 1.0})
+    out = run(tmp_path / "out.json", options)
+    # More versions than the log keeps as fallbacks: the oldest are retired on the way.
+    assert out["versions_published"] > FALLBACK_VERSIONS + 1
     assert out["counterfactual"]["arms"]["model"]["answers"] == out["replayed_events"]
 
 

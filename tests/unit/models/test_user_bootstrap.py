@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.user_bootstrap import independent_ratio_ci, paired_ratio_ci, ratio
+from models.user_bootstrap import (
+    ArmUsers,
+    adjusted_ratio_ci,
+    independent_ratio_ci,
+    paired_ratio_ci,
+    ratio,
+)
 
 
 def _users(n: int = 400, rate: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -48,3 +54,32 @@ def test_separate_users_at_twice_the_rate_have_an_interval_above_one() -> None:
 def test_uneven_inputs_are_rejected() -> None:
     with pytest.raises(ValueError):
         paired_ratio_ci(np.zeros(3), np.zeros(3), np.ones(4))
+
+
+def _covaried(rng: np.random.Generator, n: int, shift: float) -> ArmUsers:
+    """Users whose hit rate follows their covariate (0.05 + 0.4 x), times `shift`."""
+    x = rng.uniform(size=n)
+    requests = rng.integers(5, 200, size=n).astype(np.float64)
+    hits = rng.binomial(requests.astype(np.int64), (0.05 + 0.4 * x) * shift).astype(np.float64)
+    return ArmUsers(hits, requests, (requests * x)[:, None])
+
+
+def test_cuped_narrows_the_interval_by_what_the_covariate_explains_and_keeps_it_honest() -> None:
+    rng = np.random.default_rng(3)
+    a, b = _covaried(rng, 150, 1.1), _covaried(rng, 150, 1.0)
+    everyone = np.concatenate([a.covariates, b.covariates]).mean(axis=0)
+    value, low, high = adjusted_ratio_ci(a, b, everyone, seed=1)
+    plain_low, plain_high = independent_ratio_ci(a.hits, a.requests, b.hits, b.requests, seed=1)
+    assert high - low < 0.75 * (plain_high - plain_low)
+    assert low < 1.1 < high and low <= value <= high
+
+
+def test_a_covariate_that_explains_nothing_leaves_the_ratio_as_it_was() -> None:
+    rng = np.random.default_rng(4)
+    a, b = _covaried(rng, 80, 1.0), _covaried(rng, 80, 1.0)
+    flat_a = ArmUsers(a.hits, a.requests, np.ones((80, 1)))
+    flat_b = ArmUsers(b.hits, b.requests, np.ones((80, 1)))
+    value, low, high = adjusted_ratio_ci(flat_a, flat_b, np.ones(1), seed=2)
+    assert value == pytest.approx(ratio(a.hits, a.requests, b.hits, b.requests))
+    plain = independent_ratio_ci(a.hits, a.requests, b.hits, b.requests, seed=2)
+    assert (low, high) == pytest.approx(plain)

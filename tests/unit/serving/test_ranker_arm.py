@@ -72,13 +72,28 @@ def test_reports_before_the_ranker_served_other_arms_and_repeats_do_not_count() 
     assert again.record(report("ranker", 300, 40, report_id="r")) is None  # counted once
 
 
-def test_a_new_ranker_version_starts_a_fresh_comparison() -> None:
+def test_a_newer_ranker_version_goes_on_with_the_evidence_and_is_the_one_rolled_back() -> None:
+    """Promotions that come faster than a verdict do not keep a losing ranker serving."""
+    judge = watching("2.0")
+    judge.record(report("model", 400, 80))
+    judge.record(report("ranker", 400, 50))  # each arm under min_responses
+    judge.watch("2.1", T + 100)
+    assert judge.record(report("model", 200, 40, start=T + 100)) is None
+    verdict = judge.record(report("ranker", 200, 25, start=T + 100))
+    assert verdict is not None and verdict.ranker_version == "2.1"
+    assert (verdict.ranker_responses, verdict.model_responses) == (600, 600)
+
+
+def test_after_a_verdict_or_a_time_without_ranker_the_comparison_starts_afresh() -> None:
     judge = watching("2.0")
     judge.record(report("model", 600, 120))
-    judge.record(report("ranker", 400, 50))
-    judge.watch("2.1", T + 100)
+    assert judge.record(report("ranker", 600, 80)) is not None
+    judge.watch("1.9", T + 100)  # the earlier ranker serves again after the rollback
     assert judge.record(report("ranker", 600, 80, start=T + 100)) is None  # model arm reset
     assert judge.record(report("model", 600, 120, start=T + 100)) is not None
+    judge.watch(None, T + 200)
+    judge.watch("2.2", T + 300)
+    assert judge.record(report("ranker", 600, 80, start=T + 250)) is None  # before it served
 
 
 def test_the_rollback_record_names_the_ranker_version_and_the_evidence() -> None:
