@@ -29,6 +29,7 @@ from online_trainer.prequential import RunningMetrics
 from online_trainer.retrain import full_retrain
 from online_trainer.service import TrainerService
 from online_trainer.settings import TrainSettings
+from online_trainer.trainer import OnlineTrainer
 from schemas import InteractionEvent
 from schemas.topics import INTERACTIONS
 from streams.kafka.acls import grant_acls
@@ -135,6 +136,36 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall)
 
 
+def _stages(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
+    """Each stage's p50 and p99 over all events, and its mean over the slowest 1% of events (what
+    their freshness is made of; the frozen model's scoring falls in `queued`)."""
+    fresh = list(trainer.freshness_s)
+    if not fresh:
+        return {}
+    slowest = sorted(range(len(fresh)), key=fresh.__getitem__)[-max(1, len(fresh) // 100):]
+    out = {}
+    for stage, values in trainer.freshness_stages.items():
+        ms = [v * 1000 for v in values]
+        out[stage] = {
+            "p50": round(percentile(ms, 50), 1),
+            "p99": round(percentile(ms, 99), 1),
+            "slowest_1pct_mean": round(sum(ms[i] for i in slowest) / len(slowest), 1),
+        }
+    return out
+
+
+def _publication_parts(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
+    """Per part of a publication, its p50 and max over the run's publications."""
+    parts: dict[str, list[float]] = {}
+    for seconds in trainer.publish_seconds:
+        for part, value in seconds.items():
+            parts.setdefault(part, []).append(value * 1000)
+    return {
+        part: {"p50": round(percentile(ms, 50), 1), "max": round(max(ms), 1)}
+        for part, ms in parts.items()
+    }
+
+
 def _report(
     json_path: Path,
     service: TrainerService,
@@ -148,6 +179,7 @@ def _report(
     online = service.trainer.running.summary()
     frozen_summary = frozen.summary()
     fresh = [s * 1000 for s in service.trainer.freshness_s] or [float("nan")]
+    stages = _stages(service.trainer)
     result = {
         "online": {"hr@10": round(online["hr@10"], 4), "ndcg@10": round(online["ndcg@10"], 4)},
         "frozen": {
@@ -155,6 +187,8 @@ def _report(
             "ndcg@10": round(frozen_summary["ndcg@10"], 4),
         },
         "freshness_ms": {"p50": round(percentile(fresh, 50)), "p99": round(percentile(fresh, 99))},
+        "freshness_stages_ms": stages,
+        "publication_ms": _publication_parts(service.trainer),
         "events_per_s": round(produced / max(sum(busy), 1e-9)),
         "events_scored": int(online["events"]),
         "events_streamed": produced,
@@ -174,6 +208,11 @@ def _report(
         ),
         ("online / frozen HR@10", f"{ratio:.3f}"),
         ("freshness p50 / p99 ms", f"{percentile(fresh, 50):.0f} / {percentile(fresh, 99):.0f}"),
+        *(
+            (f"  {stage} p50 / p99 / slowest 1% ms",
+             f"{v['p50']:.0f} / {v['p99']:.0f} / {v['slowest_1pct_mean']:.0f}")
+            for stage, v in stages.items()
+        ),
         ("events/s trained", f"{produced / max(sum(busy), 1e-9):,.0f}"),
         ("publications", str(len(service.trainer.publications))),
     ]
