@@ -110,7 +110,6 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
         store_dir=work / "store",
         group_id=f"bench-trainer-{uuid.uuid4().hex[:6]}",
         alerts_group_id=f"bench-alerts-{uuid.uuid4().hex[:6]}",
-        publish_every_s=2.0,
         batch_size=256,
         batch_timeout_s=0.1,
         checkpoint_every_batches=50,

@@ -201,10 +201,14 @@ class OnlineTrainer:
         self.tick()
 
     def tick(self) -> None:
-        """Publication cadence; also called when idle, so the last events of a burst publish."""
+        """Publication cadence, after every batch and when idle: a candidate is gated as soon as
+        it learned events no publication contains, `publish_every_s` passed since the last
+        publication finished, and the gate holds enough held-out events it has not decided on
+        (after a hold, the next decision waits for that much new evidence, not for a timer)."""
         if (
             self._pending.events
             and self.clock() - self._last_publish >= self.settings.publish_every_s
+            and self.gate.ready(has_serving=self.serving is not None)
         ):
             self.maybe_publish()
 
@@ -241,7 +245,6 @@ class OnlineTrainer:
     # -- publication --------------------------------------------------------------------------
 
     def maybe_publish(self) -> GateDecision:
-        self._last_publish = self.clock()
         decision = self.gate.decide(has_serving=self.serving is not None)
         self.metrics.observe_gate(decision)
         if not decision.publish or self.publisher is None or self._pending.events == 0:
@@ -297,11 +300,12 @@ class OnlineTrainer:
         self.state.serving_version = version
         self.state.serving_sha256 = publication.update.sha256
         retired = time.perf_counter()
-        self.serving = self.model.frozen_copy()
+        self.serving = self.model.frozen_copy(optimizer_state=False)
         self.gate.reset_serving()
         copied = time.perf_counter()
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
         self.checkpoint()
+        self._last_publish = self.clock()
         self.publish_seconds.append({
             "prepare": prepared - started, **publication.seconds, "retire": retired - published,
             "serving_copy": copied - retired, "checkpoint": time.perf_counter() - copied,
