@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -132,7 +133,8 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     wall = time.perf_counter() - started
     stop.set()
     thread.join(timeout=60)
-    _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall)
+    loads = _scorer_loads(service.trainer, settings.store_dir)
+    _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall, loads)
 
 
 def _stages(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
@@ -165,6 +167,29 @@ def _publication_parts(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
     }
 
 
+def _scorer_loads(trainer: OnlineTrainer, store_dir: Path, versions: int = 5) -> dict[str, float]:
+    """After the run, with nothing else in the process: how long a scorer takes to load each of
+    the last versions (serving's own loader: digest check, delta chain, encoder runtime, index),
+    once a first load has warmed the process up as a running scorer is."""
+    from serving.session_model import load_session_bundle
+    from serving.settings import ServeSettings
+
+    serve = ServeSettings(model_store=store_dir)
+    updates = [p.update for p in trainer.publications[-versions - 1 :]]
+    seconds = []
+    for update in updates:
+        started = time.perf_counter()
+        load_session_bundle(
+            store_dir, update.model_name, update.version, update.sha256, serve.retrieval,
+            serve.history_length, published_at=update.published_at,
+            cpu_runtime=serve.encoder_cpu_runtime,
+        )
+        seconds.append((time.perf_counter() - started) * 1000)
+    warm = seconds[1:] or seconds
+    return {"p50": round(percentile(warm, 50), 1), "max": round(max(warm), 1),
+            "versions": len(warm)} if warm else {}
+
+
 def _report(
     json_path: Path,
     service: TrainerService,
@@ -174,6 +199,7 @@ def _report(
     wall: float,
     rate: float,
     pretrain_wall: float,
+    scorer_loads: dict[str, float],
 ) -> None:
     online = service.trainer.running.summary()
     frozen_summary = frozen.summary()
@@ -188,6 +214,12 @@ def _report(
         "freshness_ms": {"p50": round(percentile(fresh, 50)), "p99": round(percentile(fresh, 99))},
         "freshness_stages_ms": stages,
         "publication_ms": _publication_parts(service.trainer),
+        "scorer_load_ms": scorer_loads,
+        "publications_by_kind": {
+            kind: sum(p.kind == kind for p in service.trainer.publications)
+            for kind in ("full", "delta")
+        },
+        "publish_every_s": service.settings.publish_every_s,
         "events_per_s": round(produced / max(sum(busy), 1e-9)),
         "events_scored": int(online["events"]),
         "events_streamed": produced,
@@ -214,5 +246,7 @@ def _report(
         ),
         ("events/s trained", f"{produced / max(sum(busy), 1e-9):,.0f}"),
         ("publications", str(len(service.trainer.publications))),
+        ("scorer load p50 / max ms (after the run)",
+         f"{scorer_loads.get('p50', math.nan):.0f} / {scorer_loads.get('max', math.nan):.0f}"),
     ]
     print_table("bench online (ML-100K, second half streamed)", rows)
