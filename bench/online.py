@@ -101,7 +101,10 @@ def _produce(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
 def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     frame = load_ml100k().sort_values("timestamp", kind="stable").reset_index(drop=True)
     half = len(frame) // 2
-    kafka = KafkaConnection(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN)
+    # The deployment's Kafka as the services find it (STREAMREC_KAFKA__*), on topics of its own.
+    kafka = TrainSettings().kafka.as_principal(ADMIN).model_copy(
+        update={"topic_prefix": f"bench{uuid.uuid4().hex[:8]}."}
+    )
     create_topics(kafka)
     grant_acls(kafka)
     work = Path(mkdtemp(prefix="streamrec-bench-online-"))
