@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from online_trainer.prequential import RunningMetrics
 from online_trainer.retrain import full_retrain
 from online_trainer.service import TrainerService
 from online_trainer.settings import TrainSettings
+from online_trainer.trainer import OnlineTrainer
 from schemas import InteractionEvent
 from schemas.topics import INTERACTIONS
 from streams.kafka.acls import grant_acls
@@ -99,7 +101,10 @@ def _produce(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
 def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     frame = load_ml100k().sort_values("timestamp", kind="stable").reset_index(drop=True)
     half = len(frame) // 2
-    kafka = KafkaConnection(topic_prefix=f"bench{uuid.uuid4().hex[:8]}.", sasl_username=ADMIN)
+    # The deployment's Kafka as the services find it (STREAMREC_KAFKA__*), on topics of its own.
+    kafka = TrainSettings().kafka.as_principal(ADMIN).model_copy(
+        update={"topic_prefix": f"bench{uuid.uuid4().hex[:8]}."}
+    )
     create_topics(kafka)
     grant_acls(kafka)
     work = Path(mkdtemp(prefix="streamrec-bench-online-"))
@@ -109,7 +114,6 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
         store_dir=work / "store",
         group_id=f"bench-trainer-{uuid.uuid4().hex[:6]}",
         alerts_group_id=f"bench-alerts-{uuid.uuid4().hex[:6]}",
-        publish_every_s=2.0,
         batch_size=256,
         batch_timeout_s=0.1,
         checkpoint_every_batches=50,
@@ -132,7 +136,61 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     wall = time.perf_counter() - started
     stop.set()
     thread.join(timeout=60)
-    _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall)
+    loads = _scorer_loads(service.trainer, settings.store_dir)
+    _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall, loads)
+
+
+def _stages(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
+    """Each stage's p50 and p99 over all events, and its mean over the slowest 1% of events (what
+    their freshness is made of; the frozen model's scoring falls in `queued`)."""
+    fresh = list(trainer.freshness_s)
+    if not fresh:
+        return {}
+    slowest = sorted(range(len(fresh)), key=fresh.__getitem__)[-max(1, len(fresh) // 100):]
+    out = {}
+    for stage, values in trainer.freshness_stages.items():
+        ms = [v * 1000 for v in values]
+        out[stage] = {
+            "p50": round(percentile(ms, 50), 1),
+            "p99": round(percentile(ms, 99), 1),
+            "slowest_1pct_mean": round(sum(ms[i] for i in slowest) / len(slowest), 1),
+        }
+    return out
+
+
+def _publication_parts(trainer: OnlineTrainer) -> dict[str, dict[str, float]]:
+    """Per part of a publication, its p50 and max over the run's publications."""
+    parts: dict[str, list[float]] = {}
+    for seconds in trainer.publish_seconds:
+        for part, value in seconds.items():
+            parts.setdefault(part, []).append(value * 1000)
+    return {
+        part: {"p50": round(percentile(ms, 50), 1), "max": round(max(ms), 1)}
+        for part, ms in parts.items()
+    }
+
+
+def _scorer_loads(trainer: OnlineTrainer, store_dir: Path, versions: int = 5) -> dict[str, float]:
+    """After the run, with nothing else in the process: how long a scorer takes to load each of
+    the last versions (serving's own loader: digest check, delta chain, encoder runtime, index),
+    once a first load has warmed the process up as a running scorer is."""
+    from serving.session_model import load_session_bundle
+    from serving.settings import ServeSettings
+
+    serve = ServeSettings(model_store=store_dir)
+    updates = [p.update for p in trainer.publications[-versions - 1 :]]
+    seconds = []
+    for update in updates:
+        started = time.perf_counter()
+        load_session_bundle(
+            store_dir, update.model_name, update.version, update.sha256, serve.retrieval,
+            serve.history_length, published_at=update.published_at,
+            cpu_runtime=serve.encoder_cpu_runtime,
+        )
+        seconds.append((time.perf_counter() - started) * 1000)
+    warm = seconds[1:] or seconds
+    return {"p50": round(percentile(warm, 50), 1), "max": round(max(warm), 1),
+            "versions": len(warm)} if warm else {}
 
 
 def _report(
@@ -144,10 +202,12 @@ def _report(
     wall: float,
     rate: float,
     pretrain_wall: float,
+    scorer_loads: dict[str, float],
 ) -> None:
     online = service.trainer.running.summary()
     frozen_summary = frozen.summary()
     fresh = [s * 1000 for s in service.trainer.freshness_s] or [float("nan")]
+    stages = _stages(service.trainer)
     result = {
         "online": {"hr@10": round(online["hr@10"], 4), "ndcg@10": round(online["ndcg@10"], 4)},
         "frozen": {
@@ -155,6 +215,14 @@ def _report(
             "ndcg@10": round(frozen_summary["ndcg@10"], 4),
         },
         "freshness_ms": {"p50": round(percentile(fresh, 50)), "p99": round(percentile(fresh, 99))},
+        "freshness_stages_ms": stages,
+        "publication_ms": _publication_parts(service.trainer),
+        "scorer_load_ms": scorer_loads,
+        "publications_by_kind": {
+            kind: sum(p.kind == kind for p in service.trainer.publications)
+            for kind in ("full", "delta")
+        },
+        "publish_every_s": service.settings.publish_every_s,
         "events_per_s": round(produced / max(sum(busy), 1e-9)),
         "events_scored": int(online["events"]),
         "events_streamed": produced,
@@ -174,7 +242,14 @@ def _report(
         ),
         ("online / frozen HR@10", f"{ratio:.3f}"),
         ("freshness p50 / p99 ms", f"{percentile(fresh, 50):.0f} / {percentile(fresh, 99):.0f}"),
+        *(
+            (f"  {stage} p50 / p99 / slowest 1% ms",
+             f"{v['p50']:.0f} / {v['p99']:.0f} / {v['slowest_1pct_mean']:.0f}")
+            for stage, v in stages.items()
+        ),
         ("events/s trained", f"{produced / max(sum(busy), 1e-9):,.0f}"),
         ("publications", str(len(service.trainer.publications))),
+        ("scorer load p50 / max ms (after the run)",
+         f"{scorer_loads.get('p50', math.nan):.0f} / {scorer_loads.get('max', math.nan):.0f}"),
     ]
     print_table("bench online (ML-100K, second half streamed)", rows)

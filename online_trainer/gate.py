@@ -29,14 +29,24 @@ class ValidationGate:
         self.min_events = min_events
         self.candidate = RunningMetrics(window=window)
         self.serving = RunningMetrics(window=window)
+        self.undecided = 0
+        """Held-out events observed since the last decision (or reset)."""
+
+    def ready(self, has_serving: bool) -> bool:
+        """Whether a decision now would weigh enough new evidence: `min_events` held-out events
+        since the last one, so that a held candidate is judged again only on events its
+        previous decision did not see (nothing to compare against: always)."""
+        return not has_serving or self.undecided >= self.min_events
 
     def observe(self, candidate_ranks: list[float], serving_ranks: list[float]) -> None:
         if len(candidate_ranks) != len(serving_ranks):
             raise ValueError("both models must be scored on the same events")
         self.candidate.add(candidate_ranks)
         self.serving.add(serving_ranks)
+        self.undecided += len(candidate_ranks)
 
     def decide(self, has_serving: bool) -> GateDecision:
+        self.undecided = 0
         cand = self.candidate.recent()
         serv = self.serving.recent()
         events = int(cand["events"])
@@ -55,3 +65,4 @@ class ValidationGate:
         window = self.candidate.window
         self.candidate = RunningMetrics(window=window)
         self.serving = RunningMetrics(window=window)
+        self.undecided = 0

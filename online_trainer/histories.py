@@ -83,6 +83,15 @@ class UserHistories:
         if len(items) > self.max_len:
             del items[0], times[0], gens[0]
 
+    def copy(self) -> UserHistories:
+        """An independent copy: one list copy per user, not an object walk of every entry."""
+        twin = UserHistories(self.max_len, self.max_users)
+        twin._items = OrderedDict((u, items.copy()) for u, items in self._items.items())
+        twin._times = {u: times.copy() for u, times in self._times.items()}
+        twin._generations = {u: gens.copy() for u, gens in self._generations.items()}
+        twin._row_generation = dict(self._row_generation)
+        return twin
+
     def to_state(self) -> dict[str, object]:
         return {
             "users": {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -162,12 +163,16 @@ class OnlineModel:
 
     # -- snapshots ----------------------------------------------------------------------------
 
-    def frozen_copy(self) -> OnlineModel:
-        """An independent copy (weights, ids, histories) for the gate's serving baseline."""
+    def frozen_copy(self, optimizer_state: bool = True) -> OnlineModel:
+        """An independent copy (weights, ids, histories), e.g. the gate's serving baseline.
+        Without `optimizer_state` the copy's optimizer starts empty, as a fresh one does: a
+        baseline that never steps needs no moments, and copying them is most of the cost."""
         twin = copy.copy(self)  # keeps config and context
         twin.items = self.items.copy()
-        twin.histories = copy.deepcopy(self.histories)
-        twin.trainer = copy.deepcopy(self.trainer)
+        twin.histories = self.histories.copy()
+        state = self.trainer.optimizer.state
+        memo: dict[int, object] = {} if optimizer_state else {id(state): defaultdict(dict)}
+        twin.trainer = copy.deepcopy(self.trainer, memo)
         return twin
 
     def tensors(self) -> dict[str, torch.Tensor]:

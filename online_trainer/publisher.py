@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -38,6 +38,11 @@ class Publication:
     published_at: float
     update: ModelUpdate
     """The record announcing it."""
+    announced_at: float = 0.0
+    """When the record was flushed to Kafka: from then on a scorer can load the version."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the publication's time went: `store` (rows compared, files written), `digest`,
+    `announce` (the record sent and flushed)."""
 
 
 class Publisher:
@@ -65,6 +70,7 @@ class Publisher:
         manifest: Manifest,
         window: TrainingWindow | None,
     ) -> Publication:
+        started = time.perf_counter()
         changed = changed_rows(tensors, parent[1]) if parent else None
         total_rows = row_count(tensors)
         n_changed = len(changed) if changed is not None else total_rows
@@ -75,6 +81,9 @@ class Publisher:
             rows, dense = delta_parts(tensors, changed)
             path = self.store.save_delta(self.model_name, parent[0], rows, dense, manifest)
             kind = "delta"
+        stored = time.perf_counter()
+        sha256 = self.store.digest(self.model_name, version)
+        digested = time.perf_counter()
         published_at = time.time()
         update = ModelUpdate(
             model_name=self.model_name,
@@ -82,21 +91,23 @@ class Publisher:
             kind="delta" if kind == "delta" else "full",
             base_version=parent[0] if kind == "delta" and parent else None,
             stage=self.stage,
-            sha256=self.store.digest(self.model_name, version),
+            sha256=sha256,
             metrics={k: float(v) for k, v in manifest.metrics.items()},
             window=window,
             published_at=published_at,
         )
         self.producer.send(self.topic, update.log_key, update)
         self.producer.flush()
+        announced = time.perf_counter()
+        seconds = {
+            "store": stored - started, "digest": digested - stored, "announce": announced - digested
+        }
         logger.info(
-            "published model=%s version=%s kind=%s rows=%d",
-            self.model_name,
-            version,
-            kind,
-            n_changed,
+            "published model=%s version=%s kind=%s rows=%d store_s=%.3f digest_s=%.3f "
+            "announce_s=%.3f", self.model_name, version, kind, n_changed, *seconds.values(),
         )
-        return Publication(version, kind, str(path), n_changed, published_at, update)
+        return Publication(version, kind, str(path), n_changed, published_at, update,
+                           published_at + announced - digested, seconds)
 
     def roll_back(self, announced: ModelUpdate, note: str) -> ModelUpdate:
         """Takes a version out of service for good, on every scorer: its own record, restated

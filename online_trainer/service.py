@@ -124,7 +124,9 @@ class TrainerService:
             self.producer,
             DeadLetterWriter(self.producer, "trainer"),
             batch_size=self.settings.batch_size,
-            batch_timeout_s=self.settings.batch_timeout_s,
+            # What is queued, never a wait: `interactions` is the loop that waits (for its
+            # micro-batch), and a wait here would hold every interaction behind it.
+            batch_timeout_s=0.0,
             max_future_skew_s=self.settings.max_future_skew_s,
         )
 

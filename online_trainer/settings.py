@@ -66,7 +66,11 @@ class TrainSettings(ServiceSettings):
         "bounds the cost of scoring the serving model too).",
     )
     publish_every_s: float = Field(
-        5.0, gt=0, description="Cadence at which a candidate is gated and maybe published."
+        0.5, gt=0, description="Shortest time from the end of one publication to the next: "
+        "a candidate is gated as soon as it learned new events, this long has passed and the "
+        "gate holds gate_min_events held-out events it has not decided on. Every publication "
+        "is a version the scorers load (superseded ones are skipped), so this bounds their "
+        "load rate.",
     )
     checkpoint_every_batches: int = Field(
         20, ge=1, description="Offset-tied checkpoint cadence, in micro-batches, of the session "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -34,12 +35,24 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Pending:
-    """Events learned since the last publication: their ingest times give model freshness."""
+    """Events learned since the last publication: their ingest times give model freshness, and
+    the times their batch was handed over and learned split it into stages."""
 
     ingest_times: list[float] = field(default_factory=list)
+    batches: list[tuple[int, float, float]] = field(default_factory=list)
+    """(events, handed over, learned) per micro-batch, wall-clock seconds."""
     first_ts: float | None = None
     last_ts: float | None = None
     events: int = 0
+
+
+FRESHNESS_STAGES = ("queued", "learn", "wait", "publish")
+"""Where an event's freshness goes: in Kafka and the consumer until its batch is handed over,
+scoring and learning the batch, waiting for the publication to start, the publication until its
+announcement is flushed."""
+
+_KEPT_EVENTS = 200_000
+"""Most recent events whose freshness (and its stages) the trainer keeps in memory."""
 
 
 class OnlineTrainer:
@@ -78,7 +91,13 @@ class OnlineTrainer:
         self._pending = _Pending()
         self._last_publish = clock()
         self._rng = random.Random(settings.seed)
-        self.freshness_s: list[float] = []
+        self.freshness_s: deque[float] = deque(maxlen=_KEPT_EVENTS)
+        """Per event, ingested -> a published version containing it announced (seconds)."""
+        self.freshness_stages: dict[str, deque[float]] = {
+            stage: deque(maxlen=_KEPT_EVENTS) for stage in FRESHNESS_STAGES
+        }
+        self.publish_seconds: deque[dict[str, float]] = deque(maxlen=10_000)
+        """Per publication, where its time went (see `publish`)."""
         self.publications: list[Publication] = []
         if self.checkpoints.exists():
             self._restore()
@@ -161,6 +180,7 @@ class OnlineTrainer:
 
     def train_batch(self, batch: list[Envelope[InteractionEvent]]) -> None:
         started = time.perf_counter()
+        handed_over = time.time()
         interactions = [
             Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp)) for e in batch
         ]
@@ -174,16 +194,21 @@ class OnlineTrainer:
             # would lack the newest events; it learns nothing (no optimiser step).
             self.serving.learn(interactions, steps=0)
         self._account(batch)
+        self._pending.batches.append((len(batch), handed_over, time.time()))
         self.metrics.observe_batch(len(batch), time.perf_counter() - started, loss, self.running)
         if self.state.batches % self.settings.checkpoint_every_batches == 0:
             self.checkpoint()
         self.tick()
 
     def tick(self) -> None:
-        """Publication cadence; also called when idle, so the last events of a burst publish."""
+        """Publication cadence, after every batch and when idle: a candidate is gated as soon as
+        it learned events no publication contains, `publish_every_s` passed since the last
+        publication finished, and the gate holds enough held-out events it has not decided on
+        (after a hold, the next decision waits for that much new evidence, not for a timer)."""
         if (
             self._pending.events
             and self.clock() - self._last_publish >= self.settings.publish_every_s
+            and self.gate.ready(has_serving=self.serving is not None)
         ):
             self.maybe_publish()
 
@@ -220,7 +245,6 @@ class OnlineTrainer:
     # -- publication --------------------------------------------------------------------------
 
     def maybe_publish(self) -> GateDecision:
-        self._last_publish = self.clock()
         decision = self.gate.decide(has_serving=self.serving is not None)
         self.metrics.observe_gate(decision)
         if not decision.publish or self.publisher is None or self._pending.events == 0:
@@ -233,6 +257,7 @@ class OnlineTrainer:
 
     def publish(self, decision: GateDecision | None, major: bool) -> Publication:
         assert self.publisher is not None
+        started, started_at = time.perf_counter(), time.time()
         # Versions come from the store, not from counters in the checkpoint: after a crash between
         # a publication and the next checkpoint, the number is still never reused.
         version = str(self.store.next_version(self.settings.model_name, major=major))
@@ -263,20 +288,43 @@ class OnlineTrainer:
             window = TrainingWindow(
                 start=self._pending.first_ts, end=self._pending.last_ts, events=self._pending.events
             )
+        prepared = time.perf_counter()
         publication = self.publisher.publish(version, tensors, parent, manifest, window)
+        published = time.perf_counter()
         self.log.apply(publication.update)
         self.publisher.retire(self.log, self.settings.model_name)
-        self.freshness_s.extend(publication.published_at - t for t in self._pending.ingest_times)
+        self._observe_freshness(publication, started_at)
         self.metrics.observe_publication(publication, self._pending.ingest_times)
         self._pending = _Pending()
         self.publications.append(publication)
         self.state.serving_version = version
         self.state.serving_sha256 = publication.update.sha256
-        self.serving = self.model.frozen_copy()
+        retired = time.perf_counter()
+        self.serving = self.model.frozen_copy(optimizer_state=False)
         self.gate.reset_serving()
+        copied = time.perf_counter()
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
         self.checkpoint()
+        self._last_publish = self.clock()
+        self.publish_seconds.append({
+            "prepare": prepared - started, **publication.seconds, "retire": retired - published,
+            "serving_copy": copied - retired, "checkpoint": time.perf_counter() - copied,
+        })
         return publication
+
+    def _observe_freshness(self, publication: Publication, started: float) -> None:
+        """Each pending event's freshness, up to the announcement, and its stages."""
+        announced = publication.announced_at
+        stages = self.freshness_stages
+        times = iter(self._pending.ingest_times)
+        for events, handed_over, learned in self._pending.batches:
+            for _ in range(events):
+                ingested = next(times)
+                self.freshness_s.append(announced - ingested)
+                stages["queued"].append(handed_over - ingested)
+                stages["learn"].append(learned - handed_over)
+                stages["wait"].append(started - learned)
+                stages["publish"].append(announced - started)
 
     # -- rollback -------------------------------------------------------------------------------
 

@@ -117,5 +117,7 @@ def control_loop(
     return ContractLoop(
         consumer, model, handler, producer, DeadLetterWriter(producer, SERVICE),
         batch_size=100, batch_timeout_s=0.2, max_future_skew_s=settings.max_future_skew_s,
-        isolate_records=True, on_tombstone=on_tombstone,
+        # A new model version starts loading the moment its record arrives, not when a batch
+        # of 100 filled or 0.2 s passed.
+        isolate_records=True, on_tombstone=on_tombstone, fill_batches=False,
     )

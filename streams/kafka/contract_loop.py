@@ -100,6 +100,7 @@ class ContractLoop(Generic[R]):
         max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
         isolate_records: bool = False,
         on_tombstone: TombstoneHandler | None = None,
+        fill_batches: bool = True,
     ) -> None:
         self.consumer = consumer
         self.model = model
@@ -114,6 +115,10 @@ class ContractLoop(Generic[R]):
         "apply"): for control topics, whose handlers are not idempotent enough to re-run a
         batch and whose volume makes one call per record free."""
         self.on_tombstone = on_tombstone
+        self.fill_batches = fill_batches
+        """False: a batch is what is queued once a first record came (waiting at most
+        `batch_timeout_s` for that one), never a wait for more: for low-volume control topics,
+        whose records should act as soon as they arrive."""
         self.counters = LoopCounters()
         self.finished: dict[tuple[str, int], int] = {}
         """Per (topic, partition), the offset after the last record this loop finished (handled
@@ -130,7 +135,10 @@ class ContractLoop(Generic[R]):
 
     def run_once(self) -> int:
         """Process one batch; returns how many records it consumed."""
-        batch = self.consumer.poll_batch(self.batch_size, self.batch_timeout_s)
+        if self.fill_batches:
+            batch = self.consumer.poll_batch(self.batch_size, self.batch_timeout_s)
+        else:
+            batch = self.consumer.poll_ready(self.batch_size, self.batch_timeout_s)
         if not batch:
             return 0
         decoded = self._read(batch)

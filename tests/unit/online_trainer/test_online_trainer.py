@@ -3,11 +3,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 import torch
 from prometheus_client import REGISTRY
 
 from models.session_checkpoint import session_manifest
 from models.store import ModelStore
+from online_trainer.gate import GateDecision
 from online_trainer.online_model import Interaction, OnlineModel
 from online_trainer.prequential import MISS
 from online_trainer.publisher import Publisher
@@ -232,3 +234,94 @@ def _rejected(what: str, reason: str) -> float:
         "streamrec_trainer_loads_rejected_total", {"what": what, "reason": reason}
     )
     return value or 0.0
+
+
+def test_a_candidate_publishes_once_the_interval_passed_and_the_gate_has_new_evidence(
+    tmp_path: Path,
+) -> None:
+    now = [0.0]
+    sink = RecordingSink()
+    # A margin of 1 passes every decision: this test is about when the gate is asked.
+    s = settings(tmp_path, publish_every_s=2.0, gate_min_events=50, gate_margin=1.0)
+    publisher = Publisher(ModelStore(s.store_dir), sink, KafkaConnection(), s.model_name, 0.5)  # type: ignore[arg-type]
+    trainer = OnlineTrainer(s, s.model, publisher, clock=lambda: now[0])
+    stream = envelopes(1500)
+    trainer.train_batch(stream[:300])
+    assert not sink.records  # the interval has not passed since the trainer started
+    now[0] = 2.0
+    trainer.tick()  # idle: what was learned still publishes
+    assert [r.version for r in sink.records] == ["1.0"]
+    now[0] = 3.0
+    trainer.train_batch(stream[300:600])
+    assert len(sink.records) == 1  # 1 s after the last publication finished
+    now[0] = 4.0
+    trainer.train_batch(stream[600:700])  # the interval passed, the gate has its events
+    assert [r.version for r in sink.records] == ["1.0", "1.1"]
+    now[0] = 9.0
+    trainer.train_batch(stream[700:710])  # too few held-out events since that publication
+    assert len(sink.records) == 2
+    trainer.train_batch(stream[710:900])  # enough: published on this batch, no timer
+    assert [r.version for r in sink.records] == ["1.0", "1.1", "1.2"]
+    assert len(trainer.freshness_s) == 900
+    trainer.tick()
+    assert len(sink.records) == 3  # nothing new learned
+
+
+def test_a_held_candidate_is_judged_again_on_new_evidence_not_on_a_timer(
+    tmp_path: Path,
+) -> None:
+    now = [0.0]
+    sink = RecordingSink()
+    s = settings(tmp_path, publish_every_s=1.0, gate_min_events=50)
+    publisher = Publisher(ModelStore(s.store_dir), sink, KafkaConnection(), s.model_name, 0.5)  # type: ignore[arg-type]
+    trainer = OnlineTrainer(s, s.model, publisher, clock=lambda: now[0])
+    now[0] = 10.0
+    stream = envelopes(1500)
+    trainer.train_batch(stream[:300])
+    assert [r.version for r in sink.records] == ["1.0"]
+    decisions: list[bool] = []
+    original = trainer.gate.decide
+
+    def held(has_serving: bool) -> GateDecision:
+        decision = original(has_serving)
+        decisions.append(decision.publish)
+        return GateDecision(False, decision.candidate, decision.serving, decision.events, "held")
+
+    trainer.gate.decide = held  # type: ignore[method-assign]
+    now[0] = 20.0
+    trainer.train_batch(stream[300:400])
+    trainer.train_batch(stream[400:420])  # 20 new held-out events: not judged again yet
+    trainer.train_batch(stream[420:500])
+    assert len(decisions) == 2 and len(sink.records) == 1
+
+
+def test_the_serving_baseline_copies_weights_and_histories_but_no_optimizer_moments(
+    tmp_path: Path,
+) -> None:
+    trainer, _ = _trainer(tmp_path)
+    trainer.train_batch(envelopes(400))
+    trainer.maybe_publish()
+    serving, model = trainer.serving, trainer.model
+    assert serving is not None and not serving.trainer.optimizer.state
+    assert model.trainer.optimizer.state
+    assert all(torch.equal(a, b) for a, b in zip(
+        serving.tensors().values(), model.tensors().values(), strict=True))
+    before = serving.tensors()["item_bias"].clone()
+    trainer.train_batch(envelopes(400, seed=5))
+    assert torch.equal(serving.tensors()["item_bias"], before)
+    assert serving.histories.get("u1")[0].tolist() == model.histories.get("u1")[0].tolist()
+
+
+def test_each_published_event_has_its_freshness_split_into_stages(tmp_path: Path) -> None:
+    trainer, _ = _trainer(tmp_path)
+    trainer.train_batch(envelopes(300))
+    trainer.train_batch(envelopes(200, start_offset=300))
+    trainer.maybe_publish()
+    stages = trainer.freshness_stages
+    assert len(trainer.freshness_s) == 500
+    assert all(len(values) == 500 for values in stages.values())
+    for k, total in enumerate(trainer.freshness_s):
+        parts = sum(stages[stage][k] for stage in stages)
+        assert parts == pytest.approx(total, abs=1e-6)
+        assert stages["learn"][k] >= 0 and stages["publish"][k] > 0
+    assert set(trainer.publish_seconds[-1]) >= {"store", "digest", "announce", "checkpoint"}

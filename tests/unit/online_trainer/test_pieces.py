@@ -90,3 +90,32 @@ def test_online_tuning_sets_the_streaming_rates_and_the_learning_context() -> No
     model.tune_online(train_context=8, dense_lr=None, item_lr=None)
     assert model.train_context == 8
     assert [g["lr"] for g in model.trainer.optimizer.param_groups] == [3e-4, 1e-3]
+
+
+def test_gate_is_ready_again_only_after_min_events_new_held_out_events() -> None:
+    gate = ValidationGate("hr@10", margin=0.0, window=100, min_events=4)
+    assert gate.ready(has_serving=False)  # nothing to compare against: decide at once
+    gate.observe([1, 1, 1], [1, 1, 1])
+    assert not gate.ready(has_serving=True)
+    gate.observe([MISS], [1])
+    assert gate.ready(has_serving=True)
+    assert not gate.decide(has_serving=True).publish
+    gate.observe([1, 1, 1], [1, 1, 1])
+    assert not gate.ready(has_serving=True)  # a held candidate waits for new evidence
+    gate.observe([1], [1])
+    assert gate.ready(has_serving=True)
+    gate.reset_serving()
+    assert not gate.ready(has_serving=True)
+
+
+def test_a_histories_copy_is_independent_and_reads_the_same() -> None:
+    histories = UserHistories(max_len=3, max_users=10)
+    for t, (user, item) in enumerate([("a", 1), ("a", 2), ("b", 3), ("a", 4), ("a", 5)]):
+        histories.append(user, item, t)
+    histories.forget_rows([4])
+    twin = histories.copy()
+    for user in ("a", "b"):
+        assert [list(x) for x in twin.get(user)] == [list(x) for x in histories.get(user)]
+    twin.append("a", 6, 9)
+    twin.forget_rows([5])
+    assert list(histories.get("a")[0]) == [2, 5] and list(twin.get("a")[0]) == [6]
