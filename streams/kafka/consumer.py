@@ -117,6 +117,11 @@ def until_answered(
             attempt += 1
 
 
+_LEAVE_S = 10.0
+"""How long `close` serves the revocation of its partitions before closing anyway."""
+_LEAVE_BATCH = 10_000
+
+
 class BatchConsumer:
     def __init__(
         self,
@@ -187,6 +192,18 @@ class BatchConsumer:
             commit_offsets(self._consumer, offsets)
 
     def close(self) -> None:
+        """Leaves the group, then closes. The revocation is served by a poll here, not by
+        `close`: librdkafka can block for ever when the rebalance callback it runs from inside
+        `close` asks for the rebalance protocol (confluentinc/librdkafka#4041), and a consumer
+        whose partitions are already revoked has no callback left to run there. Records still
+        queued are dropped unread: offsets move only through explicit commits."""
+        try:
+            self._consumer.unsubscribe()
+            deadline = time.monotonic() + _LEAVE_S
+            while self._consumer.assignment() and time.monotonic() < deadline:
+                self._consumer.consume(num_messages=_LEAVE_BATCH, timeout=0.05)
+        except KafkaException as error:  # the broker is away: close says what it can
+            logger.warning("consumer could not leave before closing error=%s", error)
         self._consumer.close()
 
 
