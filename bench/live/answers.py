@@ -80,13 +80,19 @@ def judge_all(served: Sequence[Served], published: Sequence[Published],
     return out
 
 
-def _per_user(judged: Sequence[Judged], arm: str) -> tuple[np.ndarray, np.ndarray]:
+def _user_counts(judged: Sequence[Judged], arm: str) -> dict[str, list[int]]:
+    """Per user of `arm`: [strict hits, answers]."""
     users: dict[str, list[int]] = {}
     for j in judged:
         if arm_of(j) == arm:
             counts = users.setdefault(j.served.user_id, [0, 0])
             counts[0] += j.strict
             counts[1] += 1
+    return users
+
+
+def _per_user(judged: Sequence[Judged], arm: str) -> tuple[np.ndarray, np.ndarray]:
+    users = _user_counts(judged, arm)
     table = np.array(list(users.values()), dtype=np.float64).reshape(-1, 2)
     return table[:, 0], table[:, 1]
 
@@ -149,12 +155,7 @@ def user_covariates(pretrain_users: Iterable[str], published: Iterable[Published
 
 
 def _arm_users(judged: Sequence[Judged], arm: str, covariates: Covariates) -> ArmUsers:
-    users: dict[str, list[int]] = {}
-    for j in judged:
-        if arm_of(j) == arm:
-            counts = users.setdefault(j.served.user_id, [0, 0])
-            counts[0] += j.strict
-            counts[1] += 1
+    users = _user_counts(judged, arm)
     table = np.array(list(users.values()), dtype=np.float64).reshape(-1, 2)
     rows = np.array([covariates.get(u, _UNREPLAYED) for u in users],
                     dtype=np.float64).reshape(len(users), -1)
