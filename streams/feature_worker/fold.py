@@ -6,6 +6,12 @@ entity with what it stores: counter deltas, bucket counts, extreme times, the ne
 entries. What depends on the stored state event by event (a session's gaps, an item's newest
 category) travels as the few values the merge loops over.
 
+The fold works on the batch as columns (numpy arrays, one value per event, in stream order):
+each event's fields are read once, each kind's entities are grouped by one stable sort, and the
+counts, bucket counts and extreme times of every entity come from whole-array reductions, so
+the Python left per event is a few reads and one sequence text, and per entity the building of
+its update.
+
 Idempotence stays in Redis: an update names, per source partition, the first and last offset it
 folds and, for a later piece of the same entity in the same batch, the offset the piece before it
 ends at. Redis merges it only if none of it was applied, skips it if all was, and otherwise
@@ -19,9 +25,12 @@ table, so the script reads an update without a loop of its own.
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_text
 from streams.features.definitions import (
@@ -42,6 +51,9 @@ Value = str | int | Sequence["Value"]
 """An update value: a count, offset, bucket or ms as a number, anything stored as text, or a
 list of values."""
 
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+
 
 class EntityUpdate(NamedTuple):
     """One entity's part of a script call: its folded events, in stream order (a named tuple: a
@@ -55,171 +67,377 @@ class EntityUpdate(NamedTuple):
     events: tuple[PositionedEvent, ...]
 
 
-class _Row(NamedTuple):
-    """What the folds need of an event, computed once per batch (an event serves 4-5 entities)."""
-
-    item: PositionedEvent
-    partition: int
-    offset: int
-    ts: float
-    ts_s: str
-    code: str
-    category: str
-    minute: int
-    hour: int
-    popularity_bucket: int
-    parts: tuple[tuple[str, int, int, int]]
-    """The partition list of an update of this event alone (see apply.lua)."""
-
-
 NOT_EXPECTED = -1
 """The expected applied offset of a partition no earlier piece of the batch covered."""
+
+_CODES = tuple(TYPE_CODES.values())
+"""Event-type codes in the funnel's order; a column holds each event's index in it."""
+_CODE_INDEX = {event_type: n for n, event_type in enumerate(TYPE_CODES)}
+_COUNTERS = tuple(counter_field(code) for code in _CODES)
+_WEIGHTS = np.array([AFFINITY_WEIGHTS[code] for code in _CODES], dtype=np.int64)
+_PURCHASE = _CODES.index("purchase")
+_APPLIED_FIELDS = tuple(applied_field(p) for p in range(256))
 
 
 def _applied_field(partition: int) -> str:
     """The entity hash's field holding the last offset of `partition` it applied."""
-    return _APPLIED_FIELDS.get(partition) or applied_field(partition)
-
-
-_APPLIED_FIELDS = {p: applied_field(p) for p in range(256)}
-
-
-def _row(item: PositionedEvent, popularity_bucket_s: int) -> _Row:
-    e = item.event
-    ctx = e.context
-    ts = e.timestamp
-    offset = item.offset
-    return _Row(
-        item, item.partition, offset, ts, timestamp_text(ts), TYPE_CODES[e.event_type],
-        ctx.category if ctx is not None and ctx.category else "",
-        math.floor(ts / 60), math.floor(ts / 3600), math.floor(ts / popularity_bucket_s),
-        ((_applied_field(item.partition), offset, offset, NOT_EXPECTED),),
+    return _APPLIED_FIELDS[partition] if partition < len(_APPLIED_FIELDS) else (
+        applied_field(partition)
     )
 
 
-def _single(kind: str, row: _Row) -> tuple[Value, ...]:
-    """The update of one event: what `_common` + `_specific` give for it, built directly (most
-    users and sessions of interleaved traffic have one event per batch)."""
-    e = row.item.event
-    ts_s, code, parts = row.ts_s, row.code, row.parts
-    counter = (_COUNTER[code], 1)
-    minute, hour = (row.minute, 1), (row.hour, 1)
-    if kind == "u":
-        counters = (
-            (_COUNTER[code], 1, affinity_field(row.category), AFFINITY_WEIGHTS[code])
-            if row.category else counter
-        )
-        return (
-            parts, counters, minute, hour, ts_s, "", ts_s, ts_s,
-            ts_s if code == "purchase" else "", entered_ms(row.item),
-            (f"{e.item_id} {ts_s} {code}",),
-        )
-    if kind == "s":
-        return (parts, (SESSION_EVENTS, 1), e.user_id, (ts_s,), (f"{e.item_id} {ts_s} {code}",))
-    if kind == "i":
-        return (parts, counter, minute, hour, ts_s, (ts_s, row.category))
-    if kind == "c":
-        return (parts, counter, minute, hour, ts_s, ts_s)
-    bucket = row.popularity_bucket
-    return (parts, counter, bucket, (bucket, e.item_id, 1))
+class _Columns:
+    """The batch's events as columns, in stream order: what every kind's fold reads."""
 
-
-def _extreme(rows: Sequence[_Row], newest: bool) -> str:
-    """The time text of the first row (in stream order) with the greatest or least time."""
-    best = rows[0]
-    for row in rows:
-        if (row.ts > best.ts) if newest else (row.ts < best.ts):
-            best = row
-    return best.ts_s
-
-
-_COUNTER = {code: counter_field(code) for code in TYPE_CODES.values()}
-"""The counter field of each event type."""
-
-
-def _pairs(counts: dict[str, int] | dict[int, int]) -> list[Value]:
-    """Name or bucket, then count, for each."""
-    flat: list[Value] = []
-    for name, n in counts.items():
-        flat += (name, n)
-    return flat
-
-
-def _sequence(rows: Sequence[_Row]) -> list[Value]:
-    return [f"{r.item.event.item_id} {r.ts_s} {r.code}" for r in rows[-SEQUENCE_LENGTH:]]
-
-
-def _common(kind: str, rows: Sequence[_Row], expect: dict[int, int]) -> list[Value]:
-    """Partitions (applied field, first, last, expected applied offset), counter deltas, and
-    for windowed kinds the minute and hour bucket counts."""
-    spans: dict[int, list[int]] = {}
-    for row in rows:
-        span = spans.get(row.partition)
-        if span is None:
-            spans[row.partition] = [row.offset, row.offset]
-        else:
-            span[1] = row.offset
-    parts: list[Value] = [
-        (_applied_field(partition), first, last, expect.get(partition, NOT_EXPECTED))
-        for partition, (first, last) in spans.items()
-    ]
-    counters: dict[str, int] = {SESSION_EVENTS: len(rows)} if kind == "s" else {}
-    if kind != "s":
-        # Plain loops, not Counter: most groups hold a few events, where its set-up dominates.
-        for row in rows:
-            name = _COUNTER[row.code]
-            counters[name] = counters.get(name, 0) + 1
-    if kind == "u":
-        for row in rows:
-            if row.category:
-                name = affinity_field(row.category)
-                counters[name] = counters.get(name, 0) + AFFINITY_WEIGHTS[row.code]
-    common: list[Value] = [parts, _pairs(counters)]
-    if kind in "uic":
-        minutes: dict[int, int] = {}
-        hours: dict[int, int] = {}
-        for row in rows:
-            minutes[row.minute] = minutes.get(row.minute, 0) + 1
-            hours[row.hour] = hours.get(row.hour, 0) + 1
-        common += (_pairs(minutes), _pairs(hours))
-    return common
-
-
-def _specific(kind: str, rows: Sequence[_Row]) -> list[Value]:
-    last = rows[-1]
-    if kind == "u":
-        purchases = [r for r in rows if r.code == "purchase"]
-        return [
-            last.ts_s,
-            _extreme(rows[:-1], newest=True) if len(rows) > 1 else "",
-            _extreme(rows, newest=True),
-            _extreme(rows, newest=False),
-            _extreme(purchases, newest=True) if purchases else "",
-            entered_ms(last.item),
-            _sequence(rows),
+    def __init__(self, batch: Sequence[PositionedEvent], popularity_bucket_s: int) -> None:
+        events = [item.event for item in batch]
+        ts = [e.timestamp for e in events]
+        codes = [TYPE_CODES[e.event_type] for e in events]
+        self.batch = batch
+        self.users = [e.user_id for e in events]
+        self.sessions = [e.session_id for e in events]
+        self.items = [e.item_id for e in events]
+        self.categories = [
+            (context.category or "") if (context := e.context) is not None else ""
+            for e in events
         ]
-    if kind == "s":
-        return [last.item.event.user_id, [r.ts_s for r in rows], _sequence(rows)]
-    if kind == "i":
-        events: list[Value] = []
-        for row in rows:
-            events += (row.ts_s, row.category)
-        return [_extreme(rows, newest=False), events]
-    if kind == "c":
-        return [_extreme(rows, newest=True), _extreme(rows, newest=False)]
-    buckets: dict[tuple[int, str], int] = {}
-    for row in rows:
-        key = (row.popularity_bucket, row.item.event.item_id)
-        buckets[key] = buckets.get(key, 0) + 1
-    counts: list[Value] = []
-    for (bucket, item_id), n in buckets.items():
-        counts += (bucket, item_id, n)
-    return [max(bucket for bucket, _ in buckets), counts]
+        self.ts_s = list(map(timestamp_text, ts))
+        self.entries = [
+            f"{item} {ts_s} {code}"
+            for item, ts_s, code in zip(self.items, self.ts_s, codes, strict=True)
+        ]
+        """Each event's sequence entry (`item ts type`)."""
+        self.ts: Floats = np.array(ts, dtype=np.float64)
+        self.code: Ints = np.array([_CODE_INDEX[e.event_type] for e in events], dtype=np.int64)
+        self.partition: Ints = np.array([item.partition for item in batch], dtype=np.int64)
+        self.offset: Ints = np.array([item.offset for item in batch], dtype=np.int64)
+        self.text = dict(zip(ts, self.ts_s, strict=True))
+        """The time text of each time in the batch (an extreme time is one of them)."""
+        self.user_group, self.user_ids = _group_codes(self.users)
+        self.session_group, self.session_ids = _group_codes(self.sessions)
+        self.item_group, self.item_ids = _group_codes(self.items)
+        self.category_group, self.category_ids = _group_codes(self.categories)
+        if "" in self.category_ids:  # events without a category: group -1, in no category's
+            blank = self.category_ids.index("")
+            self.category_group = np.where(
+                self.category_group == blank, -1,
+                self.category_group - (self.category_group > blank),
+            )
+            self.category_ids.remove("")
+        self.minute: Ints = np.floor(self.ts / 60).astype(np.int64)
+        self.hour: Ints = np.floor(self.ts / 3600).astype(np.int64)
+        self.popularity_bucket: Ints = np.floor(self.ts / popularity_bucket_s).astype(np.int64)
+
+    def increasing(self) -> bool:
+        """Whether every partition's offsets increase through the batch (no re-delivery
+        spliced into it): then so do those of every entity's events."""
+        order = np.argsort(self.partition, kind="stable")
+        partition, offset = self.partition[order], self.offset[order]
+        same = partition[1:] == partition[:-1]
+        return bool(np.all(offset[1:][same] > offset[:-1][same]))
+
+    def going_back(self, groups: Ints) -> Ints:
+        """The groups whose events' offsets go back within a partition."""
+        n = len(groups)
+        order = np.lexsort((np.arange(n), self.partition, groups))
+        group, partition, offset = groups[order], self.partition[order], self.offset[order]
+        back = (group[1:] == group[:-1]) & (partition[1:] == partition[:-1]) & (
+            offset[1:] <= offset[:-1]
+        )
+        return np.unique(group[1:][back])
 
 
-def _fold(kind: str, key: str, rows: Sequence[_Row], expect: dict[int, int]) -> EntityUpdate:
-    values = _common(kind, rows, expect) + _specific(kind, rows)
-    return EntityUpdate(kind, key, tuple(values), tuple(r.item for r in rows))
+def _group_codes(ids: list[str]) -> tuple[Ints, list[str]]:
+    """Each event's group number (groups numbered in order of first appearance), and the ids."""
+    index: dict[str, int] = {}
+    codes = [index.setdefault(entity, len(index)) for entity in ids]
+    return np.array(codes, dtype=np.int64), list(index)
+
+
+class _Segments:
+    """One kind's events sorted by entity (stream order within each; events of group -1 left
+    out), cut into the pieces that become updates: at most `max_events` events, or one event
+    each for an entity whose offsets go back within the batch (`split`)."""
+
+    def __init__(self, groups: Ints, max_events: int, split: Ints | None) -> None:
+        order = np.argsort(groups, kind="stable")
+        self.order: Ints = order[np.searchsorted(groups[order], 0) :]
+        n = len(self.order)
+        grouped = groups[self.order]
+        group_starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        position = np.arange(n) - np.repeat(group_starts, np.diff(np.r_[group_starts, n]))
+        starts = position % max_events == 0
+        if split is not None and len(split):
+            starts |= np.isin(grouped, split)
+        self.starts: Ints = np.flatnonzero(starts)
+        self.ends: Ints = np.r_[self.starts[1:], n]
+        self.group: Ints = grouped[self.starts]
+        self.row_segment: Ints = np.cumsum(starts) - 1
+        """Each sorted event's segment."""
+        continued = np.r_[False, self.group[1:] == self.group[:-1]]
+        if split is not None and len(split):
+            continued &= ~np.isin(self.group, split)
+        self.continued: list[bool] = continued.tolist()
+        """Whether a segment is a later piece of the entity of the segment before it."""
+
+    def sorted(self, column: Ints) -> Ints:
+        return column[self.order]
+
+    def sorted_floats(self, column: Floats) -> Floats:
+        return column[self.order]
+
+    def runs(self, values: Ints, weights: Ints | None = None) -> tuple[Ints, Ints, list[int]]:
+        """Per segment, its distinct `values` (a sorted column) in increasing order with their
+        event counts (or summed `weights`): the values and counts of every segment's runs, one
+        after another, and where each segment's runs start (one more bound than segments)."""
+        order = np.lexsort((values, self.row_segment))
+        segment, value = self.row_segment[order], values[order]
+        starts = np.flatnonzero(
+            np.r_[True, (segment[1:] != segment[:-1]) | (value[1:] != value[:-1])]
+        )
+        if weights is None:
+            totals = np.diff(np.r_[starts, len(order)])
+        else:
+            totals = np.add.reduceat(weights[order], starts)
+        bounds = np.searchsorted(segment[starts], np.arange(len(self.starts) + 1))
+        return value[starts], totals, bounds.tolist()
+
+    def extreme(self, column: Floats, newest: bool) -> list[float]:
+        """Each segment's greatest (or least) value of a sorted column."""
+        reduce = np.maximum if newest else np.minimum
+        found: list[float] = reduce.reduceat(column, self.starts).tolist()
+        return found
+
+
+def _flat(*columns: list[Value]) -> list[Value]:
+    """The columns interleaved: a0, b0, a1, b1, ..."""
+    return list(itertools.chain.from_iterable(zip(*columns, strict=True)))
+
+
+class _Fold:
+    """One kind's updates from the batch's columns."""
+
+    def __init__(
+        self, columns: _Columns, kind: str, groups: Ints, max_events: int, split: Ints | None
+    ) -> None:
+        self.columns = columns
+        self.kind = kind
+        self.segments = _Segments(groups, max_events, split)
+        self.order: list[int] = self.segments.order.tolist()
+        """Batch positions of the kind's events, sorted by entity."""
+
+    def updates(
+        self, keys: Sequence[str], first_expect: dict[int, int] | None = None
+    ) -> Iterator[EntityUpdate]:
+        """Each segment's update; `first_expect` (one entity's events alone): per partition,
+        the last offset of this entity's previous piece of the same batch."""
+        segments, kind = self.segments, self.kind
+        events = [self.columns.batch[n] for n in self.order]
+        spans = self._spans()
+        common = self._common()
+        specific = _SPECIFIC[kind](self)
+        continued = segments.continued
+        last_segment = len(continued) - 1
+        expect: dict[int, int] = {}
+        for n, (start, end, group) in enumerate(
+            zip(
+                segments.starts.tolist(), segments.ends.tolist(), segments.group.tolist(),
+                strict=True,
+            )
+        ):
+            if not continued[n]:
+                expect = dict(first_expect) if first_expect else {}
+            parts: list[Value] = [
+                (_applied_field(p), first, last, expect.get(p, NOT_EXPECTED))
+                for p, first, last in spans[n]
+            ]
+            if n < last_segment and continued[n + 1]:
+                expect.update((p, last) for p, _, last in spans[n])
+            yield EntityUpdate(
+                kind, keys[group], (parts, *common[n], *specific(start, end, n)),
+                tuple(events[start:end]),
+            )
+
+    def _spans(self) -> list[list[tuple[int, int, int]]]:
+        """Per segment, per partition: (partition, first offset, last offset)."""
+        segments = self.segments
+        partition = segments.sorted(self.columns.partition)
+        offset = segments.sorted(self.columns.offset)
+        order = np.lexsort((partition, segments.row_segment))
+        segment, partition, offset = segments.row_segment[order], partition[order], offset[order]
+        starts = np.flatnonzero(
+            np.r_[True, (segment[1:] != segment[:-1]) | (partition[1:] != partition[:-1])]
+        )
+        spans: list[list[tuple[int, int, int]]] = [[] for _ in segments.continued]
+        for s, p, first, last in zip(
+            segment[starts].tolist(), partition[starts].tolist(),
+            np.minimum.reduceat(offset, starts).tolist(),
+            np.maximum.reduceat(offset, starts).tolist(), strict=True,
+        ):
+            spans[s].append((p, first, last))
+        return spans
+
+    def _common(self) -> list[list[Value]]:
+        """Per segment: counter deltas and, for windowed kinds, minute and hour bucket counts."""
+        segments, columns, kind = self.segments, self.columns, self.kind
+        count = len(segments.continued)
+        if kind == "s":
+            sizes = (segments.ends - segments.starts).tolist()
+            return [[(SESSION_EVENTS, size)] for size in sizes]
+        code = segments.sorted(columns.code)
+        run_code, run_count, bounds = segments.runs(code)
+        flat = _flat([_COUNTERS[c] for c in run_code.tolist()], run_count.tolist())
+        counters = [flat[2 * bounds[n] : 2 * bounds[n + 1]] for n in range(count)]
+        if kind == "u":
+            self._add_affinities(counters, code)
+        if kind not in "uic":
+            return [[c] for c in counters]
+        minutes = self._buckets(columns.minute)
+        hours = self._buckets(columns.hour)
+        return [[counters[n], minutes[n], hours[n]] for n in range(count)]
+
+    def _add_affinities(self, counters: list[list[Value]], code: Ints) -> None:
+        """A user's affinity deltas per category after its counters (events without a category
+        add none)."""
+        columns, segments = self.columns, self.segments
+        category = segments.sorted(columns.category_group)
+        if not np.any(category >= 0):
+            return
+        weights = np.where(category >= 0, _WEIGHTS[code], 0)
+        run_category, run_weight, bounds = segments.runs(category, weights)
+        fields = [affinity_field(name) for name in columns.category_ids]
+        named = run_category.tolist()
+        weight = run_weight.tolist()
+        for s, counter in enumerate(counters):
+            for n in range(bounds[s], bounds[s + 1]):
+                if named[n] >= 0:
+                    counter.extend((fields[named[n]], weight[n]))
+
+    def _buckets(self, column: Ints) -> list[list[Value]]:
+        run_bucket, run_count, bounds = self.segments.runs(self.segments.sorted(column))
+        flat = _flat(run_bucket.tolist(), run_count.tolist())
+        return [flat[2 * bounds[n] : 2 * bounds[n + 1]] for n in range(len(bounds) - 1)]
+
+
+class _Specific:
+    """A kind's own values of one segment (sorted positions start..end), after the common ones."""
+
+    def __init__(self, fold: _Fold) -> None:
+        self.segments = fold.segments
+        self.order = fold.order
+        self.columns = fold.columns
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        raise NotImplementedError
+
+    def times(self) -> Floats:
+        return self.segments.sorted_floats(self.columns.ts)
+
+    def texts(self, column: Floats, newest: bool) -> list[str]:
+        """Each segment's greatest (or least) time of `column` (sorted) as its text; "" where
+        it is minus infinity (no event counted)."""
+        text = self.columns.text
+        return [text.get(t, "") for t in self.segments.extreme(column, newest)]
+
+
+class _User(_Specific):
+    """Newest event's time, the newest before it, newest and oldest, newest purchase, the
+    newest event's entered time, the newest sequence entries."""
+
+    def __init__(self, fold: _Fold) -> None:
+        super().__init__(fold)
+        segments, ts = self.segments, self.times()
+        self.newest = self.texts(ts, newest=True)
+        self.oldest = self.texts(ts, newest=False)
+        earlier = ts.copy()
+        earlier[segments.ends - 1] = -np.inf  # each segment's last event left out
+        self.earlier = self.texts(earlier, newest=True)
+        purchased = segments.sorted(self.columns.code) == _PURCHASE
+        self.purchase = self.texts(np.where(purchased, ts, -np.inf), newest=True)
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        columns, last = self.columns, self.order[end - 1]
+        return [
+            columns.ts_s[last],
+            self.earlier[segment],
+            self.newest[segment],
+            self.oldest[segment],
+            self.purchase[segment],
+            entered_ms(columns.batch[last]),
+            [columns.entries[n] for n in self.order[max(start, end - SEQUENCE_LENGTH) : end]],
+        ]
+
+
+class _Session(_Specific):
+    """The user of its newest event, every event's time, the newest sequence entries."""
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        columns, rows = self.columns, self.order[start:end]
+        return [
+            columns.users[rows[-1]],
+            [columns.ts_s[n] for n in rows],
+            [columns.entries[n] for n in rows[-SEQUENCE_LENGTH:]],
+        ]
+
+
+class _Item(_Specific):
+    """The oldest time, and every event's time and category."""
+
+    def __init__(self, fold: _Fold) -> None:
+        super().__init__(fold)
+        self.oldest = self.texts(self.times(), newest=False)
+        columns = self.columns
+        self.events = _flat(
+            [columns.ts_s[n] for n in self.order], [columns.categories[n] for n in self.order]
+        )
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        return [self.oldest[segment], self.events[2 * start : 2 * end]]
+
+
+class _Category(_Specific):
+    """The newest and oldest time."""
+
+    def __init__(self, fold: _Fold) -> None:
+        super().__init__(fold)
+        ts = self.times()
+        self.newest = self.texts(ts, newest=True)
+        self.oldest = self.texts(ts, newest=False)
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        return [self.newest[segment], self.oldest[segment]]
+
+
+class _Popularity(_Specific):
+    """The newest bucket, and each (bucket, item)'s count, bucket by bucket."""
+
+    def __init__(self, fold: _Fold) -> None:
+        super().__init__(fold)
+        segments, columns = self.segments, self.columns
+        bucket = segments.sorted(columns.popularity_bucket)
+        base, items = int(bucket.min()), len(columns.item_ids)
+        # One number per (bucket, item), bucket-major, so a segment's runs go bucket by bucket.
+        pairs, counts, self.bounds = segments.runs(
+            (bucket - base) * items + segments.sorted(columns.item_group)
+        )
+        names = columns.item_ids
+        self.counts = _flat(
+            (pairs // items + base).tolist(),
+            [names[n] for n in (pairs % items).tolist()],
+            counts.tolist(),
+        )
+        self.newest: list[int] = np.maximum.reduceat(bucket, segments.starts).tolist()
+
+    def __call__(self, start: int, end: int, segment: int) -> list[Value]:
+        return [
+            self.newest[segment],
+            self.counts[3 * self.bounds[segment] : 3 * self.bounds[segment + 1]],
+        ]
+
+
+_SPECIFIC: dict[str, type[_Specific]] = {
+    "u": _User, "s": _Session, "i": _Item, "c": _Category, "p": _Popularity,
+}
 
 
 def fold(
@@ -228,17 +446,10 @@ def fold(
 ) -> EntityUpdate:
     """`events` (one entity's, in stream order) as one update; `expect`: per partition, the last
     offset of this entity's previous piece of the same batch."""
-    rows = [_row(item, popularity_bucket_s) for item in events]
-    return _fold(kind, key, rows, expect or {})
-
-
-def _increasing(rows: Sequence[_Row]) -> bool:
-    newest: dict[int, int] = {}
-    for row in rows:
-        if newest.get(row.partition, -1) >= row.offset:
-            return False
-        newest[row.partition] = row.offset
-    return True
+    columns = _Columns(events, popularity_bucket_s)
+    groups = np.zeros(len(events), dtype=np.int64)
+    (update,) = _Fold(columns, kind, groups, len(events), None).updates([key], expect)
+    return update
 
 
 def entity_updates(
@@ -246,58 +457,31 @@ def entity_updates(
     popularity_bucket_s: int = POPULARITY_BUCKET_S,
 ) -> Iterator[EntityUpdate]:
     """The batch grouped per entity, each entity's events kept in stream order and cut into
-    pieces of at most `max_events` (the bound on how long one call holds Redis). The grouping
-    happens at once; each update is folded as it is taken, so the writer can send the first
-    ones to Redis while the next are folded.
+    pieces of at most `max_events` (the bound on how long one call holds Redis). The columns
+    are read at once; each kind is folded as it is taken, so the writer can send the first
+    kinds' updates to Redis while the next are folded.
 
     Entities never read each other's state, so applying entity by entity is the same as
     applying the events one at a time; only the order within an entity matters. An entity
     whose offsets go back within the batch (a re-delivery spliced into it) gets one update per
     event, which Redis applies or skips one by one."""
-    # Grouped by id per kind, without building a key per event; popularity shards from each
-    # distinct item's shard, in a second pass that keeps the stream order.
-    rows = [_row(item, popularity_bucket_s) for item in batch]
-    users: dict[str, list[_Row]] = {}
-    sessions: dict[str, list[_Row]] = {}
-    items: dict[str, list[_Row]] = {}
-    categories: dict[str, list[_Row]] = {}
-    for row in rows:
-        e = row.item.event
-        for ids, entity in ((users, e.user_id), (sessions, e.session_id), (items, e.item_id)):
-            group = ids.get(entity)
-            if group is None:
-                ids[entity] = [row]
-            else:
-                group.append(row)
-        if row.category:
-            group = categories.get(row.category)
-            if group is None:
-                categories[row.category] = [row]
-            else:
-                group.append(row)
-    shard_of = {item_id: popularity_shard(item_id) for item_id in items}
-    shards: dict[int, list[_Row]] = {}
-    for row in rows:
-        shards.setdefault(shard_of[row.item.event.item_id], []).append(row)
-    groups: list[tuple[str, str, list[_Row]]] = [
-        *(("u", keys.user(entity), g) for entity, g in users.items()),
-        *(("s", keys.session(entity), g) for entity, g in sessions.items()),
-        *(("i", keys.item(entity), g) for entity, g in items.items()),
-        *(("c", keys.category(entity), g) for entity, g in categories.items()),
-        *(("p", keys.popularity(shard), g) for shard, g in shards.items()),
-    ]
-    return _folds(groups, max_events)
+    if not batch:
+        return iter(())
+    return _kinds(keys, _Columns(batch, popularity_bucket_s), max_events)
 
 
-def _folds(groups: list[tuple[str, str, list[_Row]]], max_events: int) -> Iterator[EntityUpdate]:
-    for kind, key, rows in groups:
-        if len(rows) == 1:
-            yield EntityUpdate(kind, key, _single(kind, rows[0]), (rows[0].item,))
-        elif not _increasing(rows):
-            yield from (_fold(kind, key, [row], {}) for row in rows)
-        else:
-            expect: dict[int, int] = {}
-            for start in range(0, len(rows), max_events):
-                piece = rows[start : start + max_events]
-                yield _fold(kind, key, piece, dict(expect))
-                expect.update((row.partition, row.offset) for row in piece)
+def _kinds(keys: FeatureKeys, columns: _Columns, max_events: int) -> Iterator[EntityUpdate]:
+    going_back = not columns.increasing()
+    shard_of = np.array([popularity_shard(item) for item in columns.item_ids], dtype=np.int64)
+    kinds = (
+        ("u", columns.user_group, [keys.user(entity) for entity in columns.user_ids]),
+        ("s", columns.session_group, [keys.session(entity) for entity in columns.session_ids]),
+        ("i", columns.item_group, [keys.item(entity) for entity in columns.item_ids]),
+        ("c", columns.category_group, [keys.category(c) for c in columns.category_ids]),
+        ("p", shard_of[columns.item_group], keys.popularity_shards()),
+    )
+    for kind, groups, entity_keys in kinds:
+        if not entity_keys:
+            continue  # no event of the batch has a category
+        split = columns.going_back(groups) if going_back else None
+        yield from _Fold(columns, kind, groups, max_events, split).updates(entity_keys)

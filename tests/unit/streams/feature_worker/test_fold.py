@@ -75,7 +75,7 @@ def test_popularity_is_counted_in_buckets_of_the_configured_width() -> None:
     minute = (1_700_000_000 // 60, 1_700_000_090 // 60)
     one = entity_updates(KEYS, [_event(0, "u1", "i7")], max_events=100, popularity_bucket_s=60)
     single = next(u for u in one if u.kind == "p")
-    assert single.values[-2:] == (minute[0], (minute[0], "i7", 1))
+    assert single.values[-2:] == (minute[0], [minute[0], "i7", 1])
     both = [_event(0, "u1", "i7"), _event(90, "u2", "i7")]
     folded = next(
         u for u in entity_updates(KEYS, both, max_events=100, popularity_bucket_s=60)
