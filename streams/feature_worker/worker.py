@@ -8,7 +8,7 @@ Each turn consumes up to `batch_max_events` records with confluent-kafka (waitin
 validates and applies them (pipeline.py: one pipelined Redis round trip of per-entity script
 calls, dead letters flushed), and only then stores the batch's next offsets; librdkafka commits
 stored offsets every second, before partitions are revoked and on close. The cost per record
-is a decode and a line of text; everything else is per batch.
+is its decode and a few reads; the fold, the metrics and the Redis calls work per batch.
 
 Durable before committed: Redis acknowledges a write after writing it to its AOF (so a crash of
 Redis alone loses nothing acknowledged), and fsyncs the AOF once a second (`appendfsync
@@ -45,7 +45,7 @@ from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceReco
 from streams.feature_worker.redis_epoch import RedisEpoch, RedisRestarted
 from streams.feature_worker.settings import StreamSettings
 from streams.feature_worker.writer import FeatureWriter
-from streams.kafka.consumer import BatchConsumer, next_offsets
+from streams.kafka.consumer import BatchConsumer
 from streams.kafka.deadletter import DeadLetterWriter
 from streams.kafka.producer import EventProducer
 
@@ -84,6 +84,17 @@ def source_records(messages: Sequence[Message]) -> list[SourceRecord]:
             )
         )
     return records
+
+
+def next_positions(records: Sequence[SourceRecord]) -> list[TopicPartition]:
+    """The committable position (last offset + 1) per topic-partition of a batch, read off the
+    records already taken out of the messages."""
+    latest: dict[tuple[str, int], int] = {}
+    for record in records:
+        key = (record.topic, record.partition)
+        if record.offset > latest.get(key, -1):
+            latest[key] = record.offset
+    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(latest.items())]
 
 
 class FeatureWorker:
@@ -172,16 +183,18 @@ class FeatureWorker:
             self._loop.close()
 
     def _process(self, messages: list[Message]) -> None:
+        records = source_records(messages)
         try:
-            self._loop.run_until_complete(self._pipeline.process(source_records(messages)))
+            self._loop.run_until_complete(self._pipeline.process(records))
         except RedisRestarted:
             self._rewind()
             return
         except Exception:
             logger.exception("batch processing failed events=%d", len(messages))
             _abandon("failed")
-        self._pending.append((time.monotonic(), next_offsets(messages)))
-        self._observe_lag(messages)
+        offsets = next_positions(records)
+        self._pending.append((time.monotonic(), offsets))
+        self._observe_lag(offsets)
 
     def _store_durable(self, acknowledged_by: float) -> None:
         """Stores the offsets of batches acknowledged by `acknowledged_by` (monotonic s)."""
@@ -219,8 +232,8 @@ class FeatureWorker:
         logger.warning("rewound after a redis restart partitions=%s",
                        sorted((tp.partition, tp.offset) for tp in starts))
 
-    def _observe_lag(self, messages: list[Message]) -> None:
-        for tp in next_offsets(messages):
+    def _observe_lag(self, offsets: list[TopicPartition]) -> None:
+        for tp in offsets:
             try:
                 _, high = self._consumer.raw.get_watermark_offsets(tp, cached=True)
             except KafkaException:
