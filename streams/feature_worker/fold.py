@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from operator import attrgetter
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,7 @@ Value = str | int | Sequence["Value"]
 """An update value: a count, offset, bucket or ms as a number, anything stored as text, or a
 list of values."""
 
+T = TypeVar("T")
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
 
@@ -86,17 +88,29 @@ def _applied_field(partition: int) -> str:
     )
 
 
+_EVENT = attrgetter("event")
+_TIMESTAMP = attrgetter("timestamp")
+_EVENT_TYPE = attrgetter("event_type")
+_USER = attrgetter("user_id")
+_SESSION = attrgetter("session_id")
+_ITEM = attrgetter("item_id")
+_PARTITION = attrgetter("partition")
+_OFFSET = attrgetter("offset")
+
+
 class _Columns:
     """The batch's events as columns, in stream order: what every kind's fold reads."""
 
     def __init__(self, batch: Sequence[PositionedEvent], popularity_bucket_s: int) -> None:
-        events = [item.event for item in batch]
-        ts = [e.timestamp for e in events]
-        codes = [TYPE_CODES[e.event_type] for e in events]
+        # map() with attrgetter: the reads run in C, a third of a comprehension's time.
+        events = list(map(_EVENT, batch))
+        ts: list[float] = list(map(_TIMESTAMP, events))
+        types = list(map(_EVENT_TYPE, events))
+        codes = list(map(TYPE_CODES.__getitem__, types))
         self.batch = batch
-        self.users = [e.user_id for e in events]
-        self.sessions = [e.session_id for e in events]
-        self.items = [e.item_id for e in events]
+        self.users: list[str] = list(map(_USER, events))
+        self.sessions: list[str] = list(map(_SESSION, events))
+        self.items: list[str] = list(map(_ITEM, events))
         self.categories = [
             (context.category or "") if (context := e.context) is not None else ""
             for e in events
@@ -108,9 +122,9 @@ class _Columns:
         ]
         """Each event's sequence entry (`item ts type`)."""
         self.ts: Floats = np.array(ts, dtype=np.float64)
-        self.code: Ints = np.array([_CODE_INDEX[e.event_type] for e in events], dtype=np.int64)
-        self.partition: Ints = np.array([item.partition for item in batch], dtype=np.int64)
-        self.offset: Ints = np.array([item.offset for item in batch], dtype=np.int64)
+        self.code: Ints = np.array(list(map(_CODE_INDEX.__getitem__, types)), dtype=np.int64)
+        self.partition: Ints = np.array(list(map(_PARTITION, batch)), dtype=np.int64)
+        self.offset: Ints = np.array(list(map(_OFFSET, batch)), dtype=np.int64)
         self.text = dict(zip(ts, self.ts_s, strict=True))
         """The time text of each time in the batch (an extreme time is one of them)."""
         self.user_group, self.user_ids = _group_codes(self.users)
@@ -149,9 +163,10 @@ class _Columns:
 
 def _group_codes(ids: list[str]) -> tuple[Ints, list[str]]:
     """Each event's group number (groups numbered in order of first appearance), and the ids."""
-    index: dict[str, int] = {}
-    codes = [index.setdefault(entity, len(index)) for entity in ids]
-    return np.array(codes, dtype=np.int64), list(index)
+    index = dict.fromkeys(ids, 0)
+    for n, entity in enumerate(index):
+        index[entity] = n
+    return np.array(list(map(index.__getitem__, ids)), dtype=np.int64), list(index)
 
 
 class _Segments:
@@ -232,8 +247,8 @@ class _Fold:
         """Each segment's update; `first_expect` (one entity's events alone): per partition,
         the last offset of this entity's previous piece of the same batch."""
         segments, kind = self.segments, self.kind
-        events = [self.columns.batch[n] for n in self.order]
-        spans = self._spans()
+        events = self.sorted(self.columns.batch)
+        spans, plain = self._spans()
         common = self._common()
         specific = _SPECIFIC[kind](self)
         continued = segments.continued
@@ -247,7 +262,7 @@ class _Fold:
         ):
             if not continued[n]:
                 expect = dict(first_expect) if first_expect else {}
-            parts: list[Value] = [
+            parts = plain[n] if not expect else [
                 (_applied_field(p), first, last, expect.get(p, NOT_EXPECTED))
                 for p, first, last in spans[n]
             ]
@@ -258,8 +273,13 @@ class _Fold:
                 tuple(events[start:end]),
             )
 
-    def _spans(self) -> list[list[tuple[int, int, int]]]:
-        """Per segment, per partition: (partition, first offset, last offset)."""
+    def sorted(self, column: Sequence[T]) -> list[T]:
+        """A column's values of the kind's events, sorted by entity."""
+        return list(map(column.__getitem__, self.order))
+
+    def _spans(self) -> tuple[list[list[tuple[int, int, int]]], list[list[Value]]]:
+        """Per segment, per partition: (partition, first offset, last offset); and the same as
+        an update's partitions when no earlier piece is expected."""
         segments = self.segments
         partition = segments.sorted(self.columns.partition)
         offset = segments.sorted(self.columns.offset)
@@ -275,7 +295,11 @@ class _Fold:
             np.maximum.reduceat(offset, starts).tolist(), strict=True,
         ):
             spans[s].append((p, first, last))
-        return spans
+        plain: list[list[Value]] = [
+            [(_applied_field(p), first, last, NOT_EXPECTED) for p, first, last in span]
+            for span in spans
+        ]
+        return spans, plain
 
     def _common(self) -> list[list[Value]]:
         """Per segment: counter deltas and, for windowed kinds, minute and hour bucket counts."""
@@ -326,6 +350,7 @@ class _Specific:
         self.segments = fold.segments
         self.order = fold.order
         self.columns = fold.columns
+        self.fold = fold
 
     def __call__(self, start: int, end: int, segment: int) -> list[Value]:
         raise NotImplementedError
@@ -354,29 +379,34 @@ class _User(_Specific):
         self.earlier = self.texts(earlier, newest=True)
         purchased = segments.sorted(self.columns.code) == _PURCHASE
         self.purchase = self.texts(np.where(purchased, ts, -np.inf), newest=True)
+        self.ts_s = self.fold.sorted(self.columns.ts_s)
+        self.entries = self.fold.sorted(self.columns.entries)
 
     def __call__(self, start: int, end: int, segment: int) -> list[Value]:
-        columns, last = self.columns, self.order[end - 1]
         return [
-            columns.ts_s[last],
+            self.ts_s[end - 1],
             self.earlier[segment],
             self.newest[segment],
             self.oldest[segment],
             self.purchase[segment],
-            entered_ms(columns.batch[last]),
-            [columns.entries[n] for n in self.order[max(start, end - SEQUENCE_LENGTH) : end]],
+            entered_ms(self.columns.batch[self.order[end - 1]]),
+            self.entries[max(start, end - SEQUENCE_LENGTH) : end],
         ]
 
 
 class _Session(_Specific):
     """The user of its newest event, every event's time, the newest sequence entries."""
 
+    def __init__(self, fold: _Fold) -> None:
+        super().__init__(fold)
+        self.ts_s = self.fold.sorted(self.columns.ts_s)
+        self.entries = self.fold.sorted(self.columns.entries)
+
     def __call__(self, start: int, end: int, segment: int) -> list[Value]:
-        columns, rows = self.columns, self.order[start:end]
         return [
-            columns.users[rows[-1]],
-            [columns.ts_s[n] for n in rows],
-            [columns.entries[n] for n in rows[-SEQUENCE_LENGTH:]],
+            self.columns.users[self.order[end - 1]],
+            self.ts_s[start:end],
+            self.entries[max(start, end - SEQUENCE_LENGTH) : end],
         ]
 
 
@@ -386,9 +416,8 @@ class _Item(_Specific):
     def __init__(self, fold: _Fold) -> None:
         super().__init__(fold)
         self.oldest = self.texts(self.times(), newest=False)
-        columns = self.columns
         self.events = _flat(
-            [columns.ts_s[n] for n in self.order], [columns.categories[n] for n in self.order]
+            self.fold.sorted(self.columns.ts_s), self.fold.sorted(self.columns.categories)
         )
 
     def __call__(self, start: int, end: int, segment: int) -> list[Value]:
