@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -224,7 +224,7 @@ class _Segments:
         return found
 
 
-def _flat(*columns: list[Value]) -> list[Value]:
+def _flat(*columns: Sequence[Value]) -> list[Value]:
     """The columns interleaved: a0, b0, a1, b1, ..."""
     return list(itertools.chain.from_iterable(zip(*columns, strict=True)))
 
@@ -273,9 +273,12 @@ class _Fold:
                 tuple(events[start:end]),
             )
 
-    def sorted(self, column: Sequence[T]) -> list[T]:
-        """A column's values of the kind's events, sorted by entity."""
-        return list(map(column.__getitem__, self.order))
+    def sorted(self, column: Sequence[T]) -> Sequence[T]:
+        """A column's values of the kind's events, sorted by entity (itemgetter: in C)."""
+        if len(self.order) == 1:
+            return (column[self.order[0]],)
+        picked: tuple[T, ...] = itemgetter(*self.order)(column)
+        return picked
 
     def _spans(self) -> tuple[list[list[tuple[int, int, int]]], list[list[Value]]]:
         """Per segment, per partition: (partition, first offset, last offset); and the same as

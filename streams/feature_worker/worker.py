@@ -160,10 +160,11 @@ class FeatureWorker:
         settings = self._settings
         gc.collect()
         gc.freeze()  # start-up objects never need scanning again: cheaper collections
-        # A batch's rows and folds live until it is written, so with the default thresholds
-        # (700, 10, 10) most collections scan them in vain: collect young objects every 50,000
-        # allocations, older ones every 20 of those.
-        gc.set_threshold(50_000, 20, 20)
+        # A batch's records, columns and updates (a few hundred thousand objects for 10,000
+        # events) live until it is written, so with the default thresholds (700, 10, 10) most
+        # collections scan them in vain: collect young objects every 200,000 allocations (about
+        # once per full batch), older ones every 20 of those.
+        gc.set_threshold(200_000, 20, 20)
         wait_s = settings.batch_within_s
         try:
             while not self._stopping:
