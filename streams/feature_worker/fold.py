@@ -205,7 +205,7 @@ class _Segments:
         """Per segment, its distinct `values` (a sorted column) in increasing order with their
         event counts (or summed `weights`): the values and counts of every segment's runs, one
         after another, and where each segment's runs start (one more bound than segments)."""
-        order = np.lexsort((values, self.row_segment))
+        order = self.by_segment_then(values)
         segment, value = self.row_segment[order], values[order]
         starts = np.flatnonzero(
             np.r_[True, (segment[1:] != segment[:-1]) | (value[1:] != value[:-1])]
@@ -216,6 +216,17 @@ class _Segments:
             totals = np.add.reduceat(weights[order], starts)
         bounds = np.searchsorted(segment[starts], np.arange(len(self.starts) + 1))
         return value[starts], totals, bounds.tolist()
+
+    def by_segment_then(self, values: Ints) -> Ints:
+        """The sorted events' order by segment, then by `values`: one sort of a single key
+        (segment, value) where it fits in 63 bits, as it does for any real batch."""
+        low = int(values.min())
+        span = int(values.max()) - low + 1
+        if span * (len(self.starts) + 1) >= 2**62:
+            return np.lexsort((values, self.row_segment))
+        key = self.row_segment * span + (values - low)
+        order: Ints = np.argsort(key)
+        return order
 
     def extreme(self, column: Floats, newest: bool) -> list[float]:
         """Each segment's greatest (or least) value of a sorted column."""
@@ -286,7 +297,7 @@ class _Fold:
         segments = self.segments
         partition = segments.sorted(self.columns.partition)
         offset = segments.sorted(self.columns.offset)
-        order = np.lexsort((partition, segments.row_segment))
+        order = segments.by_segment_then(partition)
         segment, partition, offset = segments.row_segment[order], partition[order], offset[order]
         starts = np.flatnonzero(
             np.r_[True, (segment[1:] != segment[:-1]) | (partition[1:] != partition[:-1])]
