@@ -161,6 +161,26 @@ class _Columns:
         return np.unique(group[1:][back])
 
 
+def _changes(*columns: Ints) -> npt.NDArray[np.bool_]:
+    """Where any of the columns (of equal length) differs from the value before it; the first
+    position always (numpy's np.r_ costs more than the comparison on small batches)."""
+    changed = np.empty(len(columns[0]), dtype=np.bool_)
+    if len(changed):
+        changed[0] = True
+        np.not_equal(columns[0][1:], columns[0][:-1], out=changed[1:])
+        for column in columns[1:]:
+            changed[1:] |= column[1:] != column[:-1]
+    return changed
+
+
+def _lengths(starts: Ints, n: int) -> Ints:
+    """The lengths of the runs starting at `starts` (increasing) in `n` positions."""
+    lengths = np.empty_like(starts)
+    lengths[:-1] = starts[1:] - starts[:-1]
+    lengths[-1:] = n - starts[-1:]
+    return lengths
+
+
 def _group_codes(ids: list[str]) -> tuple[Ints, list[str]]:
     """Each event's group number (groups numbered in order of first appearance), and the ids."""
     index = dict.fromkeys(ids, 0)
@@ -179,17 +199,17 @@ class _Segments:
         self.order: Ints = order[np.searchsorted(groups[order], 0) :]
         n = len(self.order)
         grouped = groups[self.order]
-        group_starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
-        position = np.arange(n) - np.repeat(group_starts, np.diff(np.r_[group_starts, n]))
+        group_starts = _changes(grouped).nonzero()[0]
+        position = np.arange(n) - np.repeat(group_starts, _lengths(group_starts, n))
         starts = position % max_events == 0
         if split is not None and len(split):
             starts |= np.isin(grouped, split)
-        self.starts: Ints = np.flatnonzero(starts)
-        self.ends: Ints = np.r_[self.starts[1:], n]
+        self.starts: Ints = starts.nonzero()[0]
+        self.ends: Ints = self.starts + _lengths(self.starts, n)
         self.group: Ints = grouped[self.starts]
         self.row_segment: Ints = np.cumsum(starts) - 1
         """Each sorted event's segment."""
-        continued = np.r_[False, self.group[1:] == self.group[:-1]]
+        continued = ~_changes(self.group)
         if split is not None and len(split):
             continued &= ~np.isin(self.group, split)
         self.continued: list[bool] = continued.tolist()
@@ -207,11 +227,9 @@ class _Segments:
         after another, and where each segment's runs start (one more bound than segments)."""
         order = self.by_segment_then(values)
         segment, value = self.row_segment[order], values[order]
-        starts = np.flatnonzero(
-            np.r_[True, (segment[1:] != segment[:-1]) | (value[1:] != value[:-1])]
-        )
+        starts = _changes(segment, value).nonzero()[0]
         if weights is None:
-            totals = np.diff(np.r_[starts, len(order)])
+            totals = _lengths(starts, len(order))
         else:
             totals = np.add.reduceat(weights[order], starts)
         bounds = np.searchsorted(segment[starts], np.arange(len(self.starts) + 1))
@@ -299,9 +317,7 @@ class _Fold:
         offset = segments.sorted(self.columns.offset)
         order = segments.by_segment_then(partition)
         segment, partition, offset = segments.row_segment[order], partition[order], offset[order]
-        starts = np.flatnonzero(
-            np.r_[True, (segment[1:] != segment[:-1]) | (partition[1:] != partition[:-1])]
-        )
+        starts = _changes(segment, partition).nonzero()[0]
         spans: list[list[tuple[int, int, int]]] = [[] for _ in segments.continued]
         for s, p, first, last in zip(
             segment[starts].tolist(), partition[starts].tolist(),
