@@ -97,3 +97,12 @@ def test_offsets_going_back_within_a_batch_give_one_update_per_event() -> None:
     batch = [_event(5, "u1", "i1"), _event(6, "u1", "i2"), _event(5, "u1", "i1")]
     users = _by_key(entity_updates(KEYS, batch, max_events=100))[KEYS.user("u1")]
     assert [_offsets(u) for u in users] == [[5], [6], [5]]
+
+
+def test_only_the_entities_whose_offsets_go_back_get_one_update_per_event() -> None:
+    batch = [_event(5, "u1", "i1"), _event(6, "u1", "i2"), _event(5, "u1", "i1"),
+             _event(0, "u2", "i3", partition=1), _event(1, "u2", "i3", partition=1)]
+    found = _by_key(entity_updates(KEYS, batch, max_events=100))
+    assert [_offsets(u) for u in found[KEYS.user("u1")]] == [[5], [6], [5]]
+    assert [_offsets(u) for u in found[KEYS.user("u2")]] == [[0, 1]]
+    assert [_offsets(u) for u in found[KEYS.item("i3")]] == [[0, 1]]
