@@ -61,6 +61,7 @@ class RankerLane:
         self.join = AnswerJoin(self.window_s, _K, _MAX_PENDING)
         self.training = RankerTraining(
             ModelStore(self.store_dir), held_back=s.ranker_held_back,
+            held_back_every=s.ranker_held_back_every,
             gate_every=s.ranker_gate_every, min_gain=s.ranker_min_gain,
             min_lists=s.ranker_min_lists,
         )
