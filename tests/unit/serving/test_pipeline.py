@@ -1,4 +1,4 @@
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -145,6 +145,10 @@ class NarrowingIndex:
         return len(self.index)
 
 
+def _fixed(routing: Routing) -> Callable[[], Routing]:
+    return lambda: routing
+
+
 def test_retrieval_asks_only_for_what_filtering_and_the_logged_candidates_may_need() -> None:
     """Seen, excluded and unavailable items bound how deep the answer and the logged
     candidates can lie; the answer is the one a full-width search gives."""
@@ -155,12 +159,11 @@ def test_retrieval_asks_only_for_what_filtering_and_the_logged_candidates_may_ne
     ask = [request("u", k=5, exclude_items=["i60", "i61"])]
     for logged in (0, 20):
         narrow = NarrowingIndex(bundle.index)
-        wide = Scorer(reader, lambda: Routing(deployment("1.0", bundle)), BusinessRules(), 150,
-                      logged_candidates=logged)
-        narrowed = Scorer(
-            reader, lambda n=narrow: Routing(deployment("1.0", replace(bundle, index=n))),
-            BusinessRules(), 150, logged_candidates=logged,
-        )
+        full = Routing(deployment("1.0", bundle))
+        narrowing = Routing(deployment("1.0", replace(bundle, index=narrow)))
+        wide = Scorer(reader, _fixed(full), BusinessRules(), 150, logged_candidates=logged)
+        narrowed = Scorer(reader, _fixed(narrowing), BusinessRules(), 150,
+                          logged_candidates=logged)
         expected = wide.score_batch(ask)[0]
         answer = narrowed.score_batch(ask)[0]
         assert answer.response.items == expected.response.items
