@@ -1,8 +1,13 @@
 """The ranker's online training: `ranker.examples` micro-batches in, gated ranker versions out.
 
-Each labelled example first joins the held-back set (the most recent `held_back` lists); the
-oldest ones leave it for training, so the gate always judges on examples the ranker has not
-trained on, and on the most recent ones. Every `gate_every` micro-batches the gate
+One labelled list in `held_back_every` (chosen by a hash of its request id, so a restart or a
+replay holds back the same ones) joins the held-back set, the most recent `held_back` such
+lists; the others train at once, and the oldest held-back ones leave the set for training. The
+gate thus always judges on lists the ranker has not trained on, and on recent ones, while
+training waits for no held-back set: a ranker that gains a few percent needs a couple of
+thousand judged lists before its gain clears the gate's standard errors, and holding back every
+list that long would leave the ranker that much behind the stream.
+Every `gate_every` micro-batches the gate
 (models.logged_ranker.gate) compares the ranker with plain retrieval order on the held-back
 lists of the newest retrieval major version (a full retrain changes the candidates and their
 retriever scores, so lists of the model before it say nothing of how the ranker does now); a
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +79,8 @@ class RankerStep:
 class RankerTraining:
     store: ModelStore
     held_back: int = 200
+    held_back_every: int = 1
+    """One list in this many joins the held-back set (1: every list waits there first)."""
     gate_every: int = 10
     min_gain: float = 0.0
     min_lists: int = 50
@@ -119,8 +127,11 @@ class RankerTraining:
     def step(self, examples: Sequence[RankerExample], now: float | None = None) -> RankerStep:
         lists, rejected = _graded(examples)
         leaving: list[GradedList] = []
-        for graded in lists:
-            self._held_back.append(graded)
+        for graded, major, request_id in lists:
+            if not self.holds_back(request_id):
+                leaving.append(graded)
+                continue
+            self._held_back.append((graded, major))
             if len(self._held_back) > self.held_back:
                 leaving.append(self._held_back.popleft()[0])
         if leaving:
@@ -165,6 +176,10 @@ class RankerTraining:
         )
         self.published.append(update)
         return update
+
+    def holds_back(self, request_id: str) -> bool:
+        """Whether the list of `request_id` joins the held-back set."""
+        return zlib.crc32(request_id.encode()) % self.held_back_every == 0
 
     @property
     def unsaved_batches(self) -> int:
@@ -268,7 +283,8 @@ def _unpack(tensors: dict[str, torch.Tensor]) -> list[GradedList]:
 
 def _graded(
     examples: Sequence[RankerExample],
-) -> tuple[list[tuple[GradedList, str]], list[tuple[RankerExample, ValueError]]]:
+) -> tuple[list[tuple[GradedList, str, str]], list[tuple[RankerExample, ValueError]]]:
+    """The usable examples as (list, retrieval major, request id), and the refused ones."""
     lists, rejected = [], []
     for example in examples:
         try:
@@ -281,5 +297,5 @@ def _graded(
             rejected.append((example, error))
             continue
         graded = GradedList(matrix, np.asarray(grades, dtype=np.int64))
-        lists.append((graded, major_part(example.model_version)))
+        lists.append((graded, major_part(example.model_version), example.request_id))
     return lists, rejected

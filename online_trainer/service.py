@@ -87,6 +87,7 @@ class TrainerService:
         self.ranker = RankerTraining(
             ModelStore(settings.store_dir),
             held_back=settings.ranker_held_back,
+            held_back_every=settings.ranker_held_back_every,
             gate_every=settings.ranker_gate_every,
             min_gain=settings.ranker_min_gain,
             min_lists=settings.ranker_min_lists,

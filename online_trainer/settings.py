@@ -142,8 +142,12 @@ class TrainSettings(ServiceSettings):
         "the ranker's checkpoint, not from the group's committed offsets).",
     )
     ranker_held_back: int = Field(
-        200, ge=10, le=100_000, description="Most recent labelled lists the gate judges on; "
-        "the ranker trains on the lists older than these.",
+        1000, ge=10, le=100_000, description="Most recent held-back lists (see "
+        "ranker_held_back_every) the gate judges on; a list trains once it leaves them.",
+    )
+    ranker_held_back_every: int = Field(
+        5, ge=1, le=1000, description="One labelled list in this many (by a hash of its "
+        "request id) joins the held-back set the gate judges on; the others train at once.",
     )
     ranker_gate_every: int = Field(
         10, ge=1, le=100_000, description="Micro-batches of ranker.examples between gate runs."

@@ -40,10 +40,10 @@ class RankerLane:
     lateness_s: float
     load_s: float
     labels: Literal["monitor", "next", "window"] = "monitor"
-    """`monitor`: the monitor's grades (each interaction within the window credits one answer:
-    the newest that showed the item, else the newest that logged it); diagnostics that do not
-    depend on what was shown: `next`, the request's own next item graded 1; `window`, every
-    item the user interacted with within the window graded 1."""
+    """`monitor`: the monitor's grades (each interaction within the window labels one answer:
+    the one it names, else the newest that logged the item); diagnostics: `next`, the
+    request's own next item graded 1; `window`, every item the user interacted with within the
+    window graded 1."""
     join: AnswerJoin = field(init=False)
     training: RankerTraining = field(init=False)
     queued: list[RankerExample] = field(default_factory=list)
@@ -61,6 +61,7 @@ class RankerLane:
         self.join = AnswerJoin(self.window_s, _K, _MAX_PENDING)
         self.training = RankerTraining(
             ModelStore(self.store_dir), held_back=s.ranker_held_back,
+            held_back_every=s.ranker_held_back_every,
             gate_every=s.ranker_gate_every, min_gain=s.ranker_min_gain,
             min_lists=s.ranker_min_lists,
         )

@@ -120,10 +120,10 @@ class DemoSettings(BaseSettings):
         "help, and they lift the pre-drift baseline the recovery is measured against.",
     )
     ranker_held_back: int = Field(
-        600, ge=10, le=100_000, description="Recent labelled lists the ranker gate judges on. "
-        "At tens of requests per second only a minority of answered lists gets a click, so the "
-        "gate needs a few hundred lists to hold ranker_min_lists positive ones and still "
-        "judge on the last seconds of traffic.",
+        2000, ge=10, le=100_000, description="Recent held-back lists the ranker gate judges "
+        "on (one labelled list in five is held back; the others train at once). A ranker that "
+        "gains a few percent needs about this many before its gain clears the gate's 2.5 "
+        "standard errors; at the demo's rates they span the last two minutes or so.",
     )
     ranker_min_lists: int = Field(
         50, ge=2, le=100_000, description="Positive held-back lists before the gate may "

@@ -16,7 +16,8 @@ The user's experiment arm names the policy (serving/experiment.py):
   version knows none of the user's items): recent popularity, nudged by context: popular items
   in the categories the session has just touched come first. The answer keeps the user's arm.
 
-How many candidates: the ordering stage uses the first `depth` allowed ones, and at most
+How many candidates: the ordering stage uses the first `depth` allowed ones (at least the
+`logged_candidates` the ranking stage logs for the ranker, in every model answer), and at most
 `len(excluded)` of the best ones can be disallowed, so the best `depth + len(excluded)` hold
 them: the same answer as any wider search (an index's best n are a prefix of its best wider
 list), and as the offline reference's full ranking. That many are searched, fewer or more than
@@ -111,8 +112,13 @@ class Retrieval:
         ):
             draft.reranker = ranker
         draft.strategy = "canary" if canary else "ranker" if draft.reranker else "model"
-        floor = self._logged_candidates if draft.reranker else 0
-        draft.depth = None if draft.own_ranker else depth(batch.rules, draft.request.k, floor)
+        # Every model answer keeps (and the ranking stage logs) its first `logged_candidates`
+        # allowed candidates, whichever arm: the ranker learns from these lists which
+        # candidates below the top k deserve a place in it, and a list cut at k teaches it
+        # nothing a hit@k can see.
+        draft.depth = None if draft.own_ranker else depth(
+            batch.rules, draft.request.k, self._logged_candidates
+        )
 
     def _search(self, group: list[Draft], rules: BusinessRules) -> None:
         deployment: Deployment = group[0].deployment  # type: ignore[assignment]
@@ -148,10 +154,11 @@ class Retrieval:
 
 def depth(rules: BusinessRules, k: int, floor: int = 0) -> int | None:
     """How many allowed candidates ordering can use for an answer of k items, at least the
-    `floor` a ranker re-scores; None = all of them (a boost may lift any candidate).
+    `floor` the ranking stage logs and a ranker re-scores; None = all of them (a boost may lift
+    any candidate).
 
     Filtering stops there: most of the few hundred retrieved candidates are only needed when a
-    ranker re-scores them or a boost may lift a deep one."""
+    boost may lift a deep one."""
     if rules.item_boosts or rules.category_boosts:
         return None
     depth = k + len(rules.pinned)

@@ -18,10 +18,12 @@ acts of its user inside the window, and both projections are computed from that 
 - the ranker example of its logged features: every logged candidate graded by the strongest act
   attributed to this answer (purchase 3, add-to-cart 2, click 1, else 0). An act naming its
   request labels that answer only (as it counts for that answer's hits only); otherwise the
-  most recent open answer of the user that showed the item, or when none showed it the most
-  recent that logged it. Unshown candidates
-  are labelled too: a ranker chooses which candidates are shown, and a gate that judged only
-  the shown ones would measure retrieval's choice, not the ranker's.
+  most recent open answer of the user that logged the item, whether it showed it or not: the
+  answer the user acted after. Preferring an older answer because it showed the item would
+  label it with a later pick, and the labels would follow what each list showed, which
+  retrieval chose: a ranker trained and gated on them learns to agree with retrieval. Unshown
+  candidates are labelled too: a ranker chooses which candidates are shown, and a gate that
+  judged only the shown ones would measure retrieval's choice, not the ranker's.
 
 Nothing is credited when an act arrives, so adding a record twice changes nothing (a replay
 after a restart is harmless) and a record's effect does not depend on the order of the topics.
@@ -315,8 +317,7 @@ class AnswerJoin:
                 a for a in self._by_user.get(answer.user_id, ())
                 if item in a.logged and a.covers(acted)
             ]
-            showed = [a for a in rivals if item in a.listed]
-            chosen = max(showed or rivals, key=lambda a: a.served_at).request_id
+            chosen = max(rivals, key=lambda a: a.served_at).request_id
             self._labels_for[acted.event_id] = chosen
         return chosen == answer.request_id
 

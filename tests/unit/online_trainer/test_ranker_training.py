@@ -43,6 +43,27 @@ def test_the_gate_judges_only_lists_of_the_newest_retrieval_major(tmp_path: Path
     assert not step.decision.promote and "need 50" in step.decision.reason
 
 
+def test_one_list_in_held_back_every_waits_for_the_gate_and_the_others_train_at_once(
+    tmp_path: Path,
+) -> None:
+    training = RankerTraining(ModelStore(tmp_path), held_back=1000, held_back_every=5,
+                              gate_every=1, min_lists=50)
+    examples = ranker_examples(400, seed=0)
+    held = [e for e in examples if training.holds_back(e.request_id)]
+    assert 50 <= len(held) <= 110  # about one in five, by the request id's hash
+    again = RankerTraining(ModelStore(tmp_path / "again"), held_back_every=5)
+    assert held == [e for e in examples if again.holds_back(e.request_id)]
+    step = training.step(examples, now=T0)
+    assert step.trained_lists == len(examples) - len(held)
+    assert step.decision is not None and step.decision.lists == len(held)
+    # Past `held_back` held lists, the oldest leave the set and train too.
+    small = RankerTraining(ModelStore(tmp_path / "small"), held_back=20, held_back_every=5,
+                           gate_every=1, min_lists=10)
+    step = small.step(examples, now=T0)
+    assert step.trained_lists == len(examples) - 20
+    assert step.decision is not None and step.decision.lists == 20
+
+
 def test_without_a_signal_nothing_is_published(tmp_path: Path) -> None:
     training = RankerTraining(ModelStore(tmp_path), held_back=100, gate_every=2, min_gain=0.02)
     for epoch in range(3):

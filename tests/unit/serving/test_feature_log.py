@@ -88,7 +88,7 @@ def _served() -> tuple[dict[str, ServedFeatures], VectorRecommender]:
     live = deployment("1.0")
     reader = FakeReader({u: _context(u) for u in HISTORIES}, item_states=_item_states())
     scorer = Scorer(reader, lambda: Routing(live), BusinessRules(), candidates=20,
-                    clock=lambda: float(NOW), catalog=_catalog())
+                    clock=lambda: float(NOW), catalog=_catalog(), logged_candidates=8)
     answers = scorer.score_batch([request(u, k=6) for u in HISTORIES])
     logged = {}
     for answer in answers:

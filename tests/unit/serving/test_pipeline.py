@@ -1,4 +1,4 @@
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -145,23 +145,33 @@ class NarrowingIndex:
         return len(self.index)
 
 
-def test_without_a_ranker_retrieval_asks_only_for_what_filtering_may_need() -> None:
-    """Seen, excluded and unavailable items bound how deep the answer can lie; the answer is
-    the one a full-width search gives."""
+def _fixed(routing: Routing) -> Callable[[], Routing]:
+    return lambda: routing
+
+
+def test_retrieval_asks_only_for_what_filtering_and_the_logged_candidates_may_need() -> None:
+    """Seen, excluded and unavailable items bound how deep the answer and the logged
+    candidates can lie; the answer is the one a full-width search gives."""
     bundle = make_bundle(n_items=200)
     assert isinstance(bundle.index, ExactIndex)
-    narrow = NarrowingIndex(bundle.index)
     seen = [f"i{n}" for n in range(1, 40)]
     reader = FakeReader({"u": context("u", seen)}, POPULAR, unavailable=frozenset({"i50"}))
-    wide = Scorer(reader, lambda: Routing(deployment("1.0", bundle)), BusinessRules(), 150)
-    narrowed = Scorer(
-        reader, lambda: Routing(deployment("1.0", replace(bundle, index=narrow))),
-        BusinessRules(), 150,
-    )
     ask = [request("u", k=5, exclude_items=["i60", "i61"])]
-    expected = wide.score_batch(ask)[0].response.items
-    assert narrowed.score_batch(ask)[0].response.items == expected
-    assert narrow.widths == [5 + 39 + 1 + 2]
+    for logged in (0, 20):
+        narrow = NarrowingIndex(bundle.index)
+        full = Routing(deployment("1.0", bundle))
+        narrowing = Routing(deployment("1.0", replace(bundle, index=narrow)))
+        wide = Scorer(reader, _fixed(full), BusinessRules(), 150, logged_candidates=logged)
+        narrowed = Scorer(reader, _fixed(narrowing), BusinessRules(), 150,
+                          logged_candidates=logged)
+        expected = wide.score_batch(ask)[0]
+        answer = narrowed.score_batch(ask)[0]
+        assert answer.response.items == expected.response.items
+        assert narrow.widths == [max(5, logged) + 39 + 1 + 2]
+        if logged:
+            assert answer.features is not None and expected.features is not None
+            assert answer.features.candidates == expected.features.candidates
+            assert len(answer.features.candidates) == logged
 
 
 def test_category_filters_keep_the_full_retrieval_width() -> None:
@@ -270,6 +280,17 @@ def test_the_model_arm_keeps_retrieval_order_while_the_ranker_arm_reorders() -> 
     logged = ranker.features.candidates  # the 8 the ranker re-scored, in retrieval order
     assert [i.item_id for i in model.response.items] == logged[:4]
     assert [i.item_id for i in ranker.response.items] == logged[::-1][:4]
+
+
+def test_every_arm_of_a_model_logs_its_first_logged_candidates_not_only_its_k() -> None:
+    reader = FakeReader({"u": context("u", ["i3", "i9"])}, POPULAR)
+    pinned = {"1.0": deployment("1.0", make_bundle("1.0", seed=7))}
+    for policy, version in (("model", None), ("frozen", "1.0"), ("ranker", None)):
+        answer = arm_scorer(reader, one_arm(policy, version), pinned=pinned).score_batch(
+            [request("u", k=4)])[0]
+        assert answer.features is not None
+        assert len(answer.features.candidates) == 8, policy
+        assert len(answer.response.items) == 4
 
 
 def test_the_frozen_arm_serves_its_pinned_version_whatever_serves_live() -> None:

@@ -21,8 +21,9 @@ def batch(
     )
 
 
-def retrieval(history_length: int = 50) -> Retrieval:
-    return Retrieval(lambda ids: {}, candidates=20, history_length=history_length)
+def retrieval(history_length: int = 50, logged_candidates: int = 0) -> Retrieval:
+    return Retrieval(lambda ids: {}, candidates=20, history_length=history_length,
+                     logged_candidates=logged_candidates)
 
 
 def test_requests_are_answered_per_deployment_and_cold_ones_by_popularity() -> None:
@@ -40,6 +41,8 @@ def test_requests_are_answered_per_deployment_and_cold_ones_by_popularity() -> N
     for draft in served:
         assert routing.route(draft.request.user_id)[0] is draft.deployment
         assert len(draft.candidates) == 5 + 2 and draft.query is not None  # k + seen
+    logging = retrieval(logged_candidates=12).retrieve(batch(contexts[:40], routing))
+    assert all(len(d.candidates) == 12 + 2 for d in logging)  # the logged ones + seen
 
 
 def test_histories_are_what_the_version_trained_on_cut_to_the_newest() -> None:

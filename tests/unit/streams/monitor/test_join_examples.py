@@ -36,17 +36,17 @@ def test_logged_candidates_are_graded_by_the_strongest_act_and_the_rest_are_nega
     assert example.labelled_at == T0 + WINDOW and example.feature_set == "test-set"
 
 
-def test_an_act_on_an_item_labels_the_latest_answer_that_showed_it_before_one_that_did_not() -> (
-    None
-):
+def test_an_act_naming_no_request_labels_the_latest_answer_that_logged_it_shown_or_not() -> None:
     lab = labeller()
     lab.add_features(served_features("r1", shown=("a", "b")))
     lab.add_features(served_features("r2", shown=("c",), served_at=T0 + 1))
-    lab.add_interaction(interaction("a", T0 + 2), watermark=T0)
+    lab.add_features(served_features("r3", candidates=("x", "y"), shown=("x",), served_at=T0 + 2))
+    lab.add_interaction(interaction("a", T0 + 3), watermark=T0)  # r1 showed it, r2 is newer
     lab.add_interaction(interaction("d", T0 + 3), watermark=T0)  # shown by neither
-    first, second = closed(lab)
-    assert (first.request_id, first.grades) == ("r1", [1, 0, 0, 0])
-    assert (second.request_id, second.grades) == ("r2", [0, 0, 0, 1])
+    first, second, third = closed(lab)
+    assert (first.request_id, first.grades) == ("r1", [0, 0, 0, 0])
+    assert (second.request_id, second.grades) == ("r2", [1, 0, 0, 1])
+    assert (third.request_id, third.grades) == ("r3", [0, 0])  # did not log them
 
 
 def test_acts_outside_the_window_or_by_others_are_no_labels() -> None:
