@@ -51,8 +51,10 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        keep = torch.rand_like(x) >= self.p
-        return x * keep * (1.0 / (1.0 - self.p))
+        # One float mask holding 0 or 1/(1-p), built in place: a single multiply forward
+        # and backward.
+        scale = torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        return x * scale
 
 
 class CausalBlock(nn.Module):
