@@ -10,7 +10,7 @@ from models.metrics import exclude, metrics_from_ranks, target_ranks
 from models.sequence_training import SessionTrainer, keep_last_targets, make_batch
 from models.sequences import Queries, UserSequences
 from models.session_config import SessionTransformerConfig
-from models.session_transformer import SessionTransformer, gap_buckets
+from models.session_transformer import Dropout, SessionTransformer, gap_buckets
 
 SMALL = SessionTransformerConfig(dim=32, heads=2, layers=1, max_len=16, dropout=0.0, lr=5e-3,
                                  batch_size=16, warmup_frac=0.0, eval_every=5, patience=5)
@@ -25,6 +25,20 @@ def test_positions_never_see_later_items() -> None:
     a, b = model(items, gaps), model(changed, gaps)
     assert torch.allclose(a[0, :3], b[0, :3], atol=1e-6)
     assert not torch.allclose(a[0, 3], b[0, 3])
+
+
+def test_dropout_zeroes_a_p_share_and_scales_the_rest_and_its_gradient() -> None:
+    torch.manual_seed(0)
+    dropout = Dropout(0.3).train()
+    x = torch.full((200, 500), 2.0, requires_grad=True)
+    out = dropout(x)
+    kept = out != 0
+    assert float(kept.float().mean()) == pytest.approx(0.7, abs=0.01)
+    assert torch.allclose(out[kept], torch.tensor(2.0 / 0.7))
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    assert torch.equal(grad != 0, kept)
+    assert torch.allclose(grad[kept], torch.tensor(1.0 / 0.7))
+    assert torch.equal(dropout.eval()(x), x)
 
 
 def test_gap_buckets_separate_seconds_from_days() -> None:
