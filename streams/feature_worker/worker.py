@@ -34,8 +34,9 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
@@ -75,16 +76,21 @@ def consumer_overrides(settings: StreamSettings) -> dict[str, object]:
 
 
 def source_records(messages: Sequence[Message]) -> list[SourceRecord]:
-    records = []
-    for m in messages:
-        ts_type, ts = m.timestamp()
-        records.append(
-            SourceRecord(
-                m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value(),
-                ts if ts_type and ts >= 0 else None,
-            )
-        )
-    return records
+    """The records' positions, payloads and Kafka times (a consumed record always has a topic,
+    partition and offset), read with C calls per field."""
+    stamps = [ts if ts_type and ts >= 0 else None for ts_type, ts in map(_TIMESTAMP, messages)]
+    return list(map(
+        SourceRecord, map(_TOPIC, messages), map(_PARTITION, messages), map(_OFFSET, messages),
+        map(_KEY, messages), map(_VALUE, messages), stamps,
+    ))
+
+
+_TIMESTAMP = Message.timestamp
+_TOPIC = cast(Callable[[Message], str], Message.topic)
+_PARTITION = cast(Callable[[Message], int], Message.partition)
+_OFFSET = cast(Callable[[Message], int], Message.offset)
+_KEY = Message.key
+_VALUE = Message.value
 
 
 def next_positions(records: Sequence[SourceRecord]) -> list[TopicPartition]:
