@@ -217,7 +217,7 @@ def test_a_batch_read_gives_every_record_its_record_by_record_answer(
     valid = [raw for raw in records if decode_interaction(raw, LATEST) is not None]
     batches = [rng.sample(records, rng.randint(1, 40)) for _ in range(400)]
     batches += [rng.sample(valid, rng.randint(1, 40)) for _ in range(100)]
-    batches += [rng.sample(valid, 20) + [raw] for raw in rng.sample(records, 200)]
+    batches += [[*rng.sample(valid, 20), raw] for raw in rng.sample(records, 200)]
     for batch in batches:
         assert decode_interactions(batch, LATEST) == _one_by_one(batch)
     assert decode_interactions([], LATEST) == []
