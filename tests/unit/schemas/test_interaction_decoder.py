@@ -229,8 +229,9 @@ def test_a_batch_read_refuses_exactly_the_record_each_batch_check_refuses() -> N
     bad_id = good[0] | {"user_id": "u\x7f"}
     bad_category = good[1] | {"context": {"category": "c 1"}}
     ahead = good[2] | {"timestamp": LATEST + 1}
-    raws: list[bytes | None] = [json.dumps(record).encode() for record in good]
-    oversized = raws[3] + b" " * MAX_PAYLOAD_BYTES  # valid JSON, over the cap
+    encoded = [json.dumps(record).encode() for record in good]
+    raws: list[bytes | None] = list(encoded)
+    oversized = encoded[3] + b" " * MAX_PAYLOAD_BYTES  # valid JSON, over the cap
     for odd in (bad_id, bad_category, ahead):
         batch = [*raws, json.dumps(odd).encode()]
         decoded = decode_interactions(batch, LATEST)
