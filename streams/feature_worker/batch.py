@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+import msgspec
+
+from schemas.limits import MAX_TIMESTAMP_S, MIN_TIMESTAMP_S
 from streams.features.definitions import (
     HOUR_BUCKETS,
     MINUTE_BUCKETS,
@@ -81,8 +84,23 @@ def script_header(ttls: KeyTtls) -> list[str]:
 
 
 timestamp_text: Callable[[float], str] = repr
-"""The canonical text of an event time (Python's shortest round-trip repr), stored as is (the
-builtin itself: the fold maps it over a batch's times in C)."""
+"""The canonical text of an event time (Python's shortest round-trip repr), stored as is."""
+
+_encode_json = msgspec.json.Encoder().encode
+
+
+def timestamp_texts(times: list[float]) -> list[str]:
+    """`timestamp_text` of each time, for a whole batch at once: msgspec formats a list of floats
+    in one C call with the shortest round-trip digits, as repr does, and in repr's positional
+    form for every time the contract admits, (MIN_TIMESTAMP_S, MAX_TIMESTAMP_S]; repr per time
+    cost a tenth of the fold. A batch holding any other time (none passes validation) is
+    formatted by repr."""
+    if not times or not MIN_TIMESTAMP_S < min(times) <= max(times) <= MAX_TIMESTAMP_S:
+        return list(map(timestamp_text, times))
+    text = _encode_json(times).decode()
+    if "n" in text:  # NaN or infinity (written as null), which min and max may pass over
+        return list(map(timestamp_text, times))
+    return text[1:-1].split(",")
 
 
 def entered_ms(item: PositionedEvent) -> int:

@@ -33,7 +33,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_text
+from streams.feature_worker.batch import PositionedEvent, entered_ms, timestamp_texts
 from streams.features.definitions import (
     AFFINITY_WEIGHTS,
     POPULARITY_BUCKET_S,
@@ -115,7 +115,7 @@ class _Columns:
             (context.category or "") if (context := e.context) is not None else ""
             for e in events
         ]
-        self.ts_s = list(map(timestamp_text, ts))
+        self.ts_s = timestamp_texts(ts)
         self.entries = [
             f"{item} {ts_s} {code}"
             for item, ts_s, code in zip(self.items, self.ts_s, codes, strict=True)

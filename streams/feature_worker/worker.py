@@ -3,8 +3,9 @@
 Run with `streamrec stream`; every setting comes from STREAMREC_* variables
 (streams/feature_worker/settings.py). Workers sharing `group_id` split the partitions.
 
-Each turn consumes up to `batch_max_events` records with confluent-kafka (waiting up to
-`batch_within_s` to fill the batch, `busy_batch_within_s` on a busy stream: batch_window.py),
+Each turn consumes up to `batch_max_events` records with confluent-kafka (within a window of
+`batch_within_s` from the previous consume's return, `busy_batch_within_s` on a busy stream:
+batch_window.py),
 validates and applies them (pipeline.py: one pipelined Redis round trip of per-entity script
 calls, dead letters flushed), and only then stores the batch's next offsets; librdkafka commits
 stored offsets every second, before partitions are revoked and on close. The cost per record
@@ -33,13 +34,14 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from schemas.topics import INTERACTIONS
-from streams.feature_worker.batch_window import next_batch_wait
+from streams.feature_worker.batch_window import consume_timeout, next_batch_wait
 from streams.feature_worker.metrics import StreamMetrics
 from streams.feature_worker.pipeline import Backoff, FeaturePipeline, SourceRecord
 from streams.feature_worker.redis_epoch import RedisEpoch, RedisRestarted
@@ -74,16 +76,21 @@ def consumer_overrides(settings: StreamSettings) -> dict[str, object]:
 
 
 def source_records(messages: Sequence[Message]) -> list[SourceRecord]:
-    records = []
-    for m in messages:
-        ts_type, ts = m.timestamp()
-        records.append(
-            SourceRecord(
-                m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value(),
-                ts if ts_type and ts >= 0 else None,
-            )
-        )
-    return records
+    """The records' positions, payloads and Kafka times (a consumed record always has a topic,
+    partition and offset), read with C calls per field."""
+    stamps = [ts if ts_type and ts >= 0 else None for ts_type, ts in map(_TIMESTAMP, messages)]
+    return list(map(
+        SourceRecord, map(_TOPIC, messages), map(_PARTITION, messages), map(_OFFSET, messages),
+        map(_KEY, messages), map(_VALUE, messages), stamps,
+    ))
+
+
+_TIMESTAMP = Message.timestamp
+_TOPIC = cast(Callable[[Message], str], Message.topic)
+_PARTITION = cast(Callable[[Message], int], Message.partition)
+_OFFSET = cast(Callable[[Message], int], Message.offset)
+_KEY = Message.key
+_VALUE = Message.value
 
 
 def next_positions(records: Sequence[SourceRecord]) -> list[TopicPartition]:
@@ -165,12 +172,17 @@ class FeatureWorker:
         # collections scan them in vain: collect young objects every 200,000 allocations (about
         # once per full batch), older ones every 20 of those.
         gc.set_threshold(200_000, 20, 20)
-        wait_s = settings.batch_within_s
+        window_s = settings.batch_within_s
+        returned = time.monotonic()
         try:
             while not self._stopping:
-                started = time.monotonic()
-                messages = self._consumer.poll_batch(settings.batch_max_events, wait_s)
-                wait_s = next_batch_wait(settings, len(messages), time.monotonic() - started)
+                messages = self._consumer.poll_batch(
+                    settings.batch_max_events,
+                    consume_timeout(window_s, time.monotonic() - returned),
+                )
+                now = time.monotonic()
+                window_s = next_batch_wait(settings, len(messages), now - returned)
+                returned = now
                 if messages:
                     self._process(messages)
                 self._store_durable(time.monotonic() - settings.durable_after_s)

@@ -149,7 +149,9 @@ class ScriptConnection:
                 part = commands[start : start + step]
                 await self._answered(replies, futures, len(futures) + len(part) - self._in_flight)
                 futures += self._write(replies, part)
-                await asyncio.sleep(0)  # the loop flushes what the socket did not take at once
+                transport = replies.transport
+                if transport is not None and transport.get_write_buffer_size():
+                    await asyncio.sleep(0)  # the loop flushes what the socket did not take
         await self._answered(replies, futures, len(futures))
         return [f.exception() or f.result() for f in futures]
 
@@ -183,7 +185,9 @@ class ScriptConnection:
                 self._timeout_s, self._expire, replies, last
             )
             try:
-                await asyncio.wait([last])
+                await last
+            except Exception:  # an error reply is its caller's to read; a lost connection's
+                pass  # is raised below
             finally:
                 expiry.cancel()
         if isinstance(last.exception(), exceptions.ConnectionError | exceptions.TimeoutError):

@@ -7,7 +7,9 @@ them: the mirror must never accept what the contract refuses, must give the same
 both accept, and must accept what the contract accepts except where it hands the record back
 (None: the contract then decides, see `decode_interaction`), which only duplicate field names
 may cause. The feature worker's `validate` (mirror first, contract on a refusal) must agree with
-the contract on every record, and keep the contract's error kind and message.
+the contract on every record, and keep the contract's error kind and message. The mirror's
+batch reading (`decode_interactions`, checks once per batch) must give every record exactly the
+record-by-record answer, whatever else its batch holds.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from schemas.interaction_decoder import (
     InteractionRecord,
     Source,
     decode_interaction,
+    decode_interactions,
 )
-from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S
+from schemas.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_PAYLOAD_BYTES
 from streams.feature_worker.pipeline import SourceRecord, validate
 from tests.hostile_corpus import corpus
 from tests.unit.schemas.test_jsonschema_agreement import _documents
@@ -201,3 +204,40 @@ def test_the_mirror_takes_an_id_character_exactly_when_the_contract_does() -> No
             raw = json.dumps(record).encode()
             accepted = not isinstance(_contract(raw), ContractError)
             assert (decode_interaction(raw, LATEST) is not None) == accepted, (field, hex(code))
+
+
+def _one_by_one(raws: list[bytes | None]) -> list[InteractionRecord | None]:
+    return [decode_interaction(raw, LATEST) for raw in raws]
+
+
+def test_a_batch_read_gives_every_record_its_record_by_record_answer(
+    records: list[bytes | None],
+) -> None:
+    rng = random.Random(7)
+    valid = [raw for raw in records if decode_interaction(raw, LATEST) is not None]
+    batches = [rng.sample(records, rng.randint(1, 40)) for _ in range(400)]
+    batches += [rng.sample(valid, rng.randint(1, 40)) for _ in range(100)]
+    batches += [[*rng.sample(valid, 20), raw] for raw in rng.sample(records, 200)]
+    for batch in batches:
+        assert decode_interactions(batch, LATEST) == _one_by_one(batch)
+    assert decode_interactions([], LATEST) == []
+
+
+def test_a_batch_read_refuses_exactly_the_record_each_batch_check_refuses() -> None:
+    events = SampleGenerator(SampleConfig(seed=8), start_ts=NOW - 86_400).events(30)
+    good = [json.loads(encode(event)) for event in events]
+    bad_id = good[0] | {"user_id": "u\x7f"}
+    bad_category = good[1] | {"context": {"category": "c 1"}}
+    ahead = good[2] | {"timestamp": LATEST + 1}
+    encoded = [json.dumps(record).encode() for record in good]
+    raws: list[bytes | None] = list(encoded)
+    oversized = encoded[3] + b" " * MAX_PAYLOAD_BYTES  # valid JSON, over the cap
+    for odd in (bad_id, bad_category, ahead):
+        batch = [*raws, json.dumps(odd).encode()]
+        decoded = decode_interactions(batch, LATEST)
+        assert decoded[-1] is None and None not in decoded[:-1]
+        assert decoded == _one_by_one(batch)
+    for odd_raw in (oversized, None):
+        batch = [*raws, odd_raw]
+        assert decode_interactions(batch, LATEST) == _one_by_one(batch)
+        assert decode_interactions(batch, LATEST)[-1] is None

@@ -1,4 +1,4 @@
-from streams.feature_worker.batch_window import next_batch_wait
+from streams.feature_worker.batch_window import consume_timeout, next_batch_wait
 from streams.feature_worker.settings import StreamSettings
 
 SETTINGS = StreamSettings(
@@ -28,3 +28,18 @@ def test_a_backlog_returned_at_once_counts_as_busy() -> None:
 
 def test_an_empty_consume_is_quiet_however_short() -> None:
     assert next_batch_wait(SETTINGS, 0, 0.0) == 0.02
+
+
+def test_the_rate_counts_the_time_spent_applying_the_previous_batch() -> None:
+    # 100 records that arrived over 30 ms of applying plus 20 ms of waiting: 2,000 events/s.
+    assert next_batch_wait(SETTINGS, 100, 0.05) == 0.05
+    assert next_batch_wait(SETTINGS, 99, 0.05) == 0.02
+
+
+def test_the_consume_waits_only_what_is_left_of_the_window() -> None:
+    assert consume_timeout(0.05, 0.0) == 0.05
+    assert consume_timeout(0.05, 0.03) == 0.05 - 0.03
+
+
+def test_a_batch_applied_slower_than_the_window_is_followed_by_no_wait() -> None:
+    assert consume_timeout(0.05, 0.08) == 0.0
