@@ -156,6 +156,7 @@ def _not_boolean(value: object) -> object:
 SchemaVersion1 = Annotated[Literal[1], BeforeValidator(_not_boolean)]
 SchemaVersion2 = Annotated[Literal[2], BeforeValidator(_not_boolean)]
 SchemaVersion3 = Annotated[Literal[3], BeforeValidator(_not_boolean)]
+SchemaVersion4 = Annotated[Literal[4], BeforeValidator(_not_boolean)]
 
 Score = Annotated[float, Field(ge=-1e6, le=1e6)]
 NonNegative = Annotated[float, Field(ge=0.0, le=1e12)]

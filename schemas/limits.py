@@ -15,6 +15,11 @@ MAX_LIST_LENGTH = 1000
 MAX_K = 500
 """Most items one recommendation may ask for (and one response may carry)."""
 
+USER_BUCKETS = 64
+"""How many user buckets a KPI report splits its counts into (schemas.kpi.user_bucket): the
+per-user spread a judge needs for a variance at the level users are randomized, in a report
+of bounded size."""
+
 MIN_TIMESTAMP_S = 631_152_000.0
 """Timestamps are Unix seconds after 1990-01-01T00:00:00Z (exclusive): historical replays (1990s
 data) are fine; zero, negative and small values (a counter, a duration) are not times."""

@@ -5,10 +5,16 @@ The ranker gate promotes on held-back lists; what users do with the ranker's ans
 evidence that counts. With an experiment that has both arms, the monitor's per-arm KPI reports
 (`kpi.metrics`, one per version, arm and window) are pooled per arm from the moment the current
 ranker started serving. Once each arm has `min_responses` attributed responses, a one-sided
-two-proportion z-test decides: the ranker arm's rate below the model arm's with z at most
-`-z` rolls the ranker back (a `rolled_back` record for its version on `model.updates`: the
+z-test decides: the ranker arm's rate below the model arm's with z at most `-z` rolls the
+ranker back (a `rolled_back` record for its version on `model.updates`: the
 newest earlier serving ranker, or retrieval order, serves). A ranker that is not worse stays,
 and the comparison goes on with every new window.
+
+Users, not answers, are randomized into arms, and one user's answers hit or miss together, so
+the test's variance is the user-clustered (delta-method) variance of each arm's ratio of hits
+to responses, computed over the reports' user buckets (`clustered_z`). Treating every answer
+as an independent trial would take a difference due to which users fell into which arm for
+evidence about the ranker.
 
 The trainer promotes a newer version of the same online-trained ranker whenever its gate
 passes, often sooner than one version gathers `min_responses` per arm; were each version judged
@@ -22,23 +28,38 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.kpi import KpiReport
+from schemas.limits import USER_BUCKETS
 from schemas.model_updates import ModelUpdate
 from serving.settings import RankerArmPolicy
 
 logger = logging.getLogger(__name__)
 
 
+def _zeros() -> list[int]:
+    return [0] * USER_BUCKETS
+
+
 @dataclass
 class _Arm:
     responses: int = 0
     hits: int = 0
+    bucket_responses: list[int] = field(default_factory=_zeros)
+    bucket_hits: list[int] = field(default_factory=_zeros)
 
     @property
     def rate(self) -> float:
         return self.hits / self.responses if self.responses else 0.0
+
+    def add(self, report: KpiReport) -> None:
+        self.responses += report.responses
+        self.hits += report.hits
+        for b in range(USER_BUCKETS):
+            self.bucket_responses[b] += report.bucket_responses[b]
+            self.bucket_hits[b] += report.bucket_hits[b]
 
 
 @dataclass(frozen=True)
@@ -56,10 +77,30 @@ class ArmVerdict:
                 f"arm {self.model_rate:.4f} ({self.model_responses}): z {self.z:.2f}")
 
 
-def z_score(ranker: _Arm, model: _Arm) -> float:
-    """Two-proportion z statistic of ranker minus model (pooled variance; 0 without spread)."""
-    pooled = (ranker.hits + model.hits) / (ranker.responses + model.responses)
-    spread = pooled * (1 - pooled) * (1 / ranker.responses + 1 / model.responses)
+def clustered_variance(bucket_responses: Sequence[int], bucket_hits: Sequence[int]) -> float:
+    """Variance of an arm's hit rate p = sum(h) / sum(n) with user buckets as clusters (the
+    delta-method, cluster-robust variance of a ratio): B / (B - 1) * sum_b (h_b - p n_b)^2 /
+    (sum n)^2 over the B buckets. 0 without responses."""
+    total = sum(bucket_responses)
+    if total == 0:
+        return 0.0
+    rate = sum(bucket_hits) / total
+    buckets = len(bucket_responses)
+    residuals = sum((h - rate * n) ** 2
+                    for n, h in zip(bucket_responses, bucket_hits, strict=True))
+    return buckets / (buckets - 1) * residuals / total**2
+
+
+def clustered_z(ranker: _Arm, model: _Arm) -> float:
+    """z statistic of the ranker arm's hit rate minus the model arm's, each rate's variance
+    clustered by user bucket (0 without spread).
+
+    The randomization unit is the user and a user's answers are correlated, so the per-answer
+    binomial variance understates the noise by a lot (hundreds of users, thousands of answers):
+    which users the draw put in each arm would pass for a difference between the arms. Buckets
+    of users are independent across the draw; their spread is the honest variance."""
+    spread = (clustered_variance(ranker.bucket_responses, ranker.bucket_hits)
+              + clustered_variance(model.bucket_responses, model.bucket_hits))
     return (ranker.rate - model.rate) / math.sqrt(spread) if spread > 0 else 0.0
 
 
@@ -91,12 +132,11 @@ class RankerArmJudge:
                 or report.window_start < self._since or report.report_id in self._counted):
             return None
         self._counted.add(report.report_id)
-        arm.responses += report.responses
-        arm.hits += report.hits
+        arm.add(report)
         ranker, model = self._arms[self.policy.ranker_arm], self._arms[self.policy.model_arm]
         if min(ranker.responses, model.responses) < self.policy.min_responses:
             return None
-        z = z_score(ranker, model)
+        z = clustered_z(ranker, model)
         if z > -self.policy.z:
             return None
         self._decided = True

@@ -55,7 +55,7 @@ class RankerArmPolicy(BaseModel):
     )
     z: float = Field(
         1.96, gt=0.0, description="Roll back when the ranker arm's hit rate is below the model "
-        "arm's with a two-proportion z statistic at most -z.",
+        "arm's with a z statistic at most -z (each arm's variance clustered by user bucket).",
     )
 
 

@@ -23,6 +23,7 @@ from schemas import (
 )
 from schemas.catalog import CatalogItem
 from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
+from tests.kpi_buckets import spread
 
 
 def examples() -> dict[str, BaseModel]:
@@ -97,6 +98,7 @@ def examples() -> dict[str, BaseModel]:
             hit_rate_at_k=0.3,
             ctr=0.25,
             conversion_rate=0.05,
+            **spread(100, 30),
         ),
         "DriftAlert": DriftAlert(
             alert_id="a-1",

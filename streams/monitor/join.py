@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from schemas.events import EventType
 from schemas.hits import ACTS, Act, judge
+from schemas.kpi import user_bucket
 from schemas.ranker_examples import RankerExample, ServedFeatures
 from streams.monitor.inputs import Interaction, Response
 
@@ -64,6 +65,8 @@ class ResponseOutcome:
     arm: str | None = None
     feature_freshness_s: float | None = None
     model_freshness_s: float | None = None
+    user_bucket: int = 0
+    """The answered user's bucket (schemas.kpi.user_bucket), which the KPI windows split by."""
 
 
 @dataclass(eq=False)  # identity: two open answers are never the same one
@@ -260,6 +263,7 @@ class AnswerJoin:
             version_label(response), answer.served_at, hit, clicked, converted,
             response.experiment, response.arm,
             _seconds(response.feature_freshness_ms), _seconds(response.model_freshness_ms),
+            user_bucket(answer.user_id),
         )
 
     def _credits(self, answer: Answer, acted: Acted) -> bool:

@@ -178,7 +178,7 @@ class MonitorState:
             pipeline.clock.observe(newest, wall, name)
         for start, version, experiment, arm, counts in row["windows"]:
             pipeline.windows.restore((partition, start, version, experiment, arm),
-                                     Counts(**counts))
+                                     Counts.from_dict(counts))
         return float(watermark)
 
     def _load_segment(

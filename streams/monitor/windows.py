@@ -3,7 +3,9 @@ closed answers.
 
 A window [start, start + size) is complete once every response served in it has closed, i.e.
 when the join's watermark passes `start + size + attribution window`; the caller passes that
-bound to `close`. Rates use the window's responses as denominator. Counts are kept per input
+bound to `close`. Rates use the window's responses as denominator; responses and hits are
+also split by the answered user's bucket (schemas.kpi.user_bucket), so a judge of arms can
+measure how much they vary from user to user. Counts are kept per input
 partition (the state a partition carries through a rebalance, streams/monitor/state.py) and
 summed over this worker's partitions when reported.
 """
@@ -13,12 +15,18 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from schemas.kpi import KpiReport
+from schemas.limits import USER_BUCKETS
 from streams.monitor.join import ResponseOutcome
 
 WindowKey = tuple[int, float, str, str | None, str | None]
 """(partition, window start, model version, experiment, arm)"""
+
+
+def _zeros() -> list[int]:
+    return [0] * USER_BUCKETS
 
 
 @dataclass
@@ -27,13 +35,35 @@ class Counts:
     hits: int = 0
     clicks: int = 0
     conversions: int = 0
+    bucket_responses: list[int] = field(default_factory=_zeros)
+    """Responses per user bucket (schemas.kpi.user_bucket)."""
+    bucket_hits: list[int] = field(default_factory=_zeros)
 
     def add(self, other: Counts) -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
+        self.responses += other.responses
+        self.hits += other.hits
+        self.clicks += other.clicks
+        self.conversions += other.conversions
+        for b in range(USER_BUCKETS):
+            self.bucket_responses[b] += other.bucket_responses[b]
+            self.bucket_hits[b] += other.bucket_hits[b]
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Counts:
+        """Counts as `to_dict` wrote them. A row written before counts were split by user
+        bucket has all of its responses in bucket 0: one cluster, the most conservative
+        spread for a judge."""
+        counts = cls(responses=int(row["responses"]), hits=int(row["hits"]),
+                     clicks=int(row["clicks"]), conversions=int(row["conversions"]))
+        if "bucket_responses" in row:
+            counts.bucket_responses = [int(n) for n in row["bucket_responses"]]
+            counts.bucket_hits = [int(h) for h in row["bucket_hits"]]
+        else:
+            counts.bucket_responses[0], counts.bucket_hits[0] = counts.responses, counts.hits
+        return counts
 
 
 @dataclass
@@ -71,6 +101,8 @@ class KpiWindows:
         counts.hits += outcome.hit
         counts.clicks += outcome.clicked
         counts.conversions += outcome.converted
+        counts.bucket_responses[outcome.user_bucket] += 1
+        counts.bucket_hits[outcome.user_bucket] += outcome.hit
         return True
 
     def close(self, through: float) -> list[KpiReport]:
@@ -103,4 +135,6 @@ class KpiWindows:
             hit_rate_at_k=c.hits / c.responses,
             ctr=c.clicks / c.responses,
             conversion_rate=c.conversions / c.responses,
+            bucket_responses=list(c.bucket_responses),
+            bucket_hits=list(c.bucket_hits),
         )

@@ -39,6 +39,7 @@ from tests.integration.serving.helpers import (
     settings,
     wait_for,
 )
+from tests.kpi_buckets import spread
 
 pytestmark = pytest.mark.e2e
 USERS = [f"user{n}" for n in range(40)]
@@ -121,6 +122,7 @@ def kpi(version: str, responses_: int, hit_rate: float) -> KpiReport:
         window_start=now, window_end=now + 1, k=10,
         responses=responses_, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
+        **spread(responses_, hits),
     )
 
 

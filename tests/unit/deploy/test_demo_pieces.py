@@ -11,6 +11,7 @@ from deploy.demo.traffic import ItemRemap, TrafficStats, live_event
 from deploy.generators.dataset_replay import frame_events
 from online_trainer.ranker_training import RANKER_MODEL_NAME
 from schemas import KpiReport, ModelUpdate
+from tests.kpi_buckets import spread
 
 
 def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiReport:
@@ -19,6 +20,7 @@ def _kpi(start: float, responses: int, hits: int, version: str = "1.0") -> KpiRe
         window_start=start, window_end=start + 5.0, k=10,
         responses=responses, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hits / responses, ctr=hits / responses, conversion_rate=0.0,
+        **spread(responses, hits),
     )
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from schemas import (
     decode,
     encode,
 )
+from schemas.kpi import KpiReport
 from schemas.limits import MAX_PAYLOAD_BYTES
 from schemas.registry import RECORDS
 from tests.contract_examples import examples
@@ -205,3 +207,37 @@ def _kind_at(raw: bytes, now: float) -> str:
     with pytest.raises(ContractError) as info:
         decode(InteractionEvent, raw, max_future_skew_s=300.0, now=now)
     return info.value.kind
+
+
+def _kpi_buckets_changed(change: Callable[[list[int], list[int]], object]) -> bytes:
+    body = json.loads(encode(examples()["KpiReport"]))
+    change(body["bucket_responses"], body["bucket_hits"])
+    return json.dumps(body).encode()
+
+
+def _move_hits_into_bucket_zero(n: list[int], h: list[int]) -> None:
+    h[0], h[1], h[2] = h[0] + h[1] + h[2], 0, 0  # 3 hits in a bucket of 2 responses
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda n, h: n.pop(),  # one bucket short
+        lambda n, h: (n.append(0), h.append(0)),  # one bucket too many
+        lambda n, h: n.__setitem__(0, n[0] + 1),  # no longer sums to responses
+        lambda n, h: h.__setitem__(40, h[40] + 1),  # no longer sums to hits
+        lambda n, h: (h.__setitem__(0, -1), h.__setitem__(40, h[40] + 2)),  # negative
+        _move_hits_into_bucket_zero,
+    ],
+    ids=["short", "long", "responses-sum", "hits-sum", "negative", "hits-over-responses"],
+)
+def test_kpi_reports_with_inconsistent_user_buckets_are_rejected(
+    change: Callable[[list[int], list[int]], object],
+) -> None:
+    assert _kind(_kpi_buckets_changed(change), KpiReport) == "SchemaViolation"
+
+
+def test_a_kpi_report_of_the_previous_version_is_rejected() -> None:
+    body = json.loads(encode(examples()["KpiReport"]))
+    body["schema_version"] = 3
+    assert _kind(json.dumps(body).encode(), KpiReport) == "SchemaViolation"

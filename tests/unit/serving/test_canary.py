@@ -6,6 +6,7 @@ import pytest
 from schemas.kpi import KpiReport
 from serving.canary import CanaryJudge, KpiTotals, decision_update, judge
 from serving.settings import CanaryPolicy
+from tests.kpi_buckets import spread
 from tests.unit.serving.fakes import update
 
 POLICY = CanaryPolicy(min_responses=100, max_regression=0.1, min_uplift=0.0)
@@ -26,6 +27,7 @@ def report(
         model_version=version, window_start=start, window_end=start + 60, k=10,
         responses=responses, hits=hits, clicks=hits, conversions=0,
         hit_rate_at_k=hit_rate, ctr=hit_rate, conversion_rate=0.0,
+        **spread(responses, hits),
     )
 
 

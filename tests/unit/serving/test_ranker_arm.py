@@ -3,22 +3,27 @@ below the model arm's with confidence, on reports since it started serving, each
 
 from __future__ import annotations
 
+import math
 import uuid
 from pathlib import Path
+
+import pytest
 
 from models.store import ModelStore
 from online_trainer.ranker_training import RankerTraining
 from schemas.kpi import KpiReport
+from schemas.limits import USER_BUCKETS
 from schemas.model_updates import ModelUpdate
 from schemas.topics import MODEL_UPDATES
 from serving.canary_decisions import CanaryDecisions
 from serving.metrics import ServeMetrics
-from serving.ranker_arm import RankerArmJudge, rollback_update
+from serving.ranker_arm import RankerArmJudge, clustered_variance, rollback_update
 from serving.ranker_slot import RankerSlot
 from serving.registry import ModelRegistry
 from serving.settings import RankerArmPolicy, ServeSettings
 from streams.kafka.contract_loop import Envelope
 from streams.kafka.deadletter import SourcePosition
+from tests.kpi_buckets import spread
 from tests.unit.online_trainer.helpers import ranker_examples, train_ranker
 from tests.unit.serving.fakes import update
 
@@ -28,12 +33,31 @@ T = 1_800_000_000.0
 
 def report(arm: str, responses: int, hits: int, start: float = T,
            report_id: str | None = None) -> KpiReport:
+    """A report whose counts are spread evenly over the user buckets."""
+    return bucketed(arm, **spread(responses, hits), start=start, report_id=report_id)
+
+
+def bucketed(arm: str, bucket_responses: list[int], bucket_hits: list[int], start: float = T,
+             report_id: str | None = None) -> KpiReport:
+    responses, hits = sum(bucket_responses), sum(bucket_hits)
     return KpiReport(
         report_id=report_id or uuid.uuid4().hex, model_version="1.3", experiment="live",
         arm=arm, window_start=start, window_end=start + 5, k=10, responses=responses, hits=hits,
         clicks=hits, conversions=0, hit_rate_at_k=hits / responses, ctr=hits / responses,
-        conversion_rate=0.0,
+        conversion_rate=0.0, bucket_responses=bucket_responses, bucket_hits=bucket_hits,
     )
+
+
+def pooled_z(ranker: tuple[int, int], model: tuple[int, int]) -> float:
+    """The two-proportion z that counts every answer as an independent trial."""
+    (n_r, h_r), (n_m, h_m) = ranker, model
+    pooled = (h_r + h_m) / (n_r + n_m)
+    return (h_r / n_r - h_m / n_m) / math.sqrt(pooled * (1 - pooled) * (1 / n_r + 1 / n_m))
+
+
+def alternating(n: int, low: int, high: int) -> tuple[list[int], list[int]]:
+    """Every bucket with n responses, hits alternating low and high from bucket to bucket."""
+    return [n] * USER_BUCKETS, [low if b % 2 else high for b in range(USER_BUCKETS)]
 
 
 def watching(version: str = "2.0", since: float = T) -> RankerArmJudge:
@@ -57,6 +81,44 @@ def test_a_small_or_uncertain_difference_keeps_the_ranker() -> None:
     assert judge.record(report("ranker", 400, 40)) is None  # under min_responses
     assert judge.record(report("model", 600, 120)) is None
     assert judge.record(report("ranker", 600, 170)) is None  # 0.21 vs 0.20: not worse
+
+
+def test_the_clustered_variance_is_the_spread_of_the_user_buckets_around_the_arm_rate() -> None:
+    assert clustered_variance([10, 10, 20], [2, 2, 4]) == 0.0  # every bucket at the arm's rate
+    # p = 0.25; residuals 2 - 2.5, 3 - 2.5 and 0: 3 / 2 * 0.5 / 400
+    assert clustered_variance([10, 10, 0], [2, 3, 0]) == pytest.approx(1.5 * 0.5 / 400)
+    assert clustered_variance([0, 0], [0, 0]) == 0.0
+
+
+def test_a_lower_rate_from_a_few_heavy_users_keeps_the_ranker() -> None:
+    """Users differ a lot (hit rates 0.06 to 0.54 per bucket in both arms); the ranker arm's
+    rate is lower because the draw gave it four heavy users' buckets at 0.2. Per answer the gap
+    looks certain; per user it is within what the draw does."""
+    model_n, model_h = alternating(50, 3, 27)  # 0.3 overall
+    ranker_n = [500] * 4 + [20] * (USER_BUCKETS - 4)
+    ranker_h = [100] * 4 + [2 if b % 2 else 10 for b in range(USER_BUCKETS - 4)]
+    totals = (sum(ranker_n), sum(ranker_h)), (sum(model_n), sum(model_h))
+    assert pooled_z(*totals) <= -POLICY.z  # the per-answer test would roll it back
+    judge = watching()
+    assert judge.record(bucketed("model", model_n, model_h)) is None
+    assert judge.record(bucketed("ranker", ranker_n, ranker_h)) is None
+
+
+def test_a_ranker_worse_for_users_in_every_bucket_is_rolled_back_on_pooled_reports() -> None:
+    model_n, model_h = alternating(4, 1, 2)  # 0.25 / 0.5 per bucket
+    ranker_n, ranker_h = alternating(4, 0, 1)  # 0 / 0.25: lower in every bucket
+    judge = watching()
+    assert judge.record(bucketed("model", model_n, model_h)) is None
+    assert judge.record(bucketed("ranker", ranker_n, ranker_h)) is None  # 256 each: too few
+    assert judge.record(bucketed("model", model_n, model_h)) is None
+    verdict = judge.record(bucketed("ranker", ranker_n, ranker_h))
+    assert verdict is not None
+    pooled_n = [2 * n for n in ranker_n]
+    spread_ = (clustered_variance(pooled_n, [2 * h for h in ranker_h])
+               + clustered_variance([2 * n for n in model_n], [2 * h for h in model_h]))
+    assert verdict.z == pytest.approx((verdict.ranker_rate - verdict.model_rate)
+                                      / math.sqrt(spread_))
+    assert verdict.z <= -POLICY.z and verdict.ranker_responses == 512
 
 
 def test_reports_before_the_ranker_served_other_arms_and_repeats_do_not_count() -> None:

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from schemas.alerts import DriftAlert
 from schemas.deadletter import DeadLetter
 from schemas.events import EventContext, EventType, InteractionEvent
-from schemas.kpi import KpiReport
+from schemas.kpi import KpiReport, user_bucket
+from schemas.limits import USER_BUCKETS
 from schemas.ranker_examples import RankerExample, ServedFeatures, encode_vectors
 from schemas.recommendations import RecommendationResponse, ResponseError, ScoredItem
 from schemas.topics import (
@@ -490,20 +491,23 @@ def test_each_arms_kpis_equal_an_independent_recount_of_the_same_records(
     monitor: dict[str, list[int]] = {}
     for report in reports:
         assert report.experiment == "exp1" and report.arm is not None
-        got = monitor.setdefault(report.arm, [0, 0, 0, 0])
-        got[0] += report.responses
-        got[1] += report.hits
-        got[2] += report.clicks
-        got[3] += report.conversions
-    assert monitor == recount(responses, acts, k=3)
+        got = monitor.setdefault(report.arm, [0] * (4 + 2 * USER_BUCKETS))
+        counts = [report.responses, report.hits, report.clicks, report.conversions,
+                  *report.bucket_responses, *report.bucket_hits]
+        for index, value in enumerate(counts):
+            got[index] += value
+    expected = recount(responses, acts, k=3)
+    assert monitor == expected
+    assert all(sum(1 for n in row[4:4 + USER_BUCKETS] if n) > 10 for row in expected.values())
 
 
 def recount(
     responses: list[RecommendationResponse], events: list[InteractionEvent], k: int
 ) -> dict[str, list[int]]:
-    """Per arm: responses, hits, clicks and conversions, counted straight from the records
-    (docs/architecture.md, "What a hit is"): an act on a top-k item within the attribution
-    window credits the answer it names, or, naming none, the user's latest answer it matches."""
+    """Per arm: responses, hits, clicks and conversions, then responses and hits per user
+    bucket (schemas.kpi.user_bucket), counted straight from the records (docs/architecture.md,
+    "What a hit is"): an act on a top-k item within the attribution window credits the answer
+    it names, or, naming none, the user's latest answer it matches."""
     choices = [e for e in events if e.event_type != EventType.VIEW]
     credited: dict[str, list[InteractionEvent]] = {}
     for e in choices:
@@ -521,9 +525,11 @@ def recount(
     for r in responses:
         assert r.arm is not None
         mine = credited.get(r.request_id, [])
-        row = out.setdefault(r.arm, [0, 0, 0, 0])
+        row = out.setdefault(r.arm, [0] * (4 + 2 * USER_BUCKETS))
         row[0] += 1
         row[1] += bool(mine)
+        row[4 + user_bucket(r.user_id)] += 1
+        row[4 + USER_BUCKETS + user_bucket(r.user_id)] += bool(mine)
         row[2] += any(e.event_type == EventType.CLICK for e in mine)
         row[3] += any(e.event_type == EventType.PURCHASE for e in mine)
     return out

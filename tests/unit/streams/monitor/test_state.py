@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from schemas import encode
 from schemas.events import EventType, InteractionEvent
-from schemas.kpi import KpiReport
+from schemas.kpi import KpiReport, user_bucket
 from schemas.recommendations import RecommendationResponse
 from streams.monitor.pipeline import MonitorPipeline
 from streams.monitor.settings import MonitorSettings
@@ -73,8 +73,12 @@ BATCHES: list[list[RecommendationResponse | InteractionEvent]] = [
 ]
 
 
-def reports_of(runs: list[list[KpiReport]]) -> list[tuple[float, str, int, int]]:
-    return sorted((r.window_start, r.model_version, r.responses, r.hits)
+Reported = tuple[float, str, int, int, tuple[int, ...], tuple[int, ...]]
+
+
+def reports_of(runs: list[list[KpiReport]]) -> list[Reported]:
+    return sorted((r.window_start, r.model_version, r.responses, r.hits,
+                   tuple(r.bucket_responses), tuple(r.bucket_hits))
                   for run in runs for r in run if r.model_version == "v1")
 
 
@@ -87,6 +91,19 @@ def test_a_restored_worker_reports_what_an_uninterrupted_one_does_and_nothing_tw
     rest = [step(restored, state, b) for b in BATCHES[1:]]  # batch 2 re-delivered after a crash
     assert reports_of(first + rest) == reports_of([step_all(BATCHES)])
     assert len(reports_of(first + rest)) == 2
+
+
+def test_an_open_window_restores_its_counts_per_user_bucket() -> None:
+    table = Table()
+    pipeline, state = fresh(), MonitorState(table)
+    first = [step(pipeline, state, BATCHES[0])]  # r1 closed and counted, its window open
+    restored, state = fresh(), MonitorState(table)
+    state.restore(restored, WALL)
+    rest = [step(restored, state, b) for b in BATCHES[1:]]
+    reports = reports_of(first + rest)
+    assert reports == reports_of([step_all(BATCHES)])
+    bucket_responses, bucket_hits = reports[0][4], reports[0][5]
+    assert bucket_responses[user_bucket("u1")] == 1 and bucket_hits[user_bucket("u1")] == 1
 
 
 def step_all(batches: list[list[RecommendationResponse | InteractionEvent]]) -> list[KpiReport]:

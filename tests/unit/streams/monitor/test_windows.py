@@ -1,14 +1,16 @@
 import pytest
 
+from schemas.limits import USER_BUCKETS
 from streams.monitor.join import ResponseOutcome
-from streams.monitor.windows import KpiWindows
+from streams.monitor.windows import Counts, KpiWindows
 
 T0 = 1_750_000_200.0  # a multiple of 300 s: window boundaries fall on round numbers
 
 
 def outcome(at: float, hit: bool = False, click: bool = False, buy: bool = False,
-            version: str = "v1", arm: str | None = None) -> ResponseOutcome:
-    return ResponseOutcome(version, at, hit, click, buy, "exp" if arm else None, arm)
+            version: str = "v1", arm: str | None = None, bucket: int = 0) -> ResponseOutcome:
+    return ResponseOutcome(version, at, hit, click, buy, "exp" if arm else None, arm,
+                           user_bucket=bucket)
 
 
 def test_a_window_reports_counts_and_rates_per_model_version() -> None:
@@ -78,3 +80,26 @@ def test_a_window_reported_again_after_a_restart_keeps_its_id() -> None:
     assert first == report_ids("responses:0,responses:1")
     assert len(set(first)) == 3  # per version and window
     assert set(first).isdisjoint(report_ids("responses:2"))  # another instance's counts
+
+
+def test_a_window_splits_responses_and_hits_by_user_bucket_summed_over_partitions() -> None:
+    windows = KpiWindows(size_s=300, k=10)
+    windows.add(outcome(T0, hit=True, arm="model", bucket=3), partition=0)
+    windows.add(outcome(T0 + 1, arm="model", bucket=3), partition=1)
+    windows.add(outcome(T0 + 2, hit=True, arm="model", bucket=63), partition=1)
+    windows.add(outcome(T0 + 3, arm="ranker", bucket=3), partition=0)
+    reports = {r.arm: r for r in windows.close(T0 + 300)}
+    model, ranker = reports["model"], reports["ranker"]
+    expected_n, expected_h = [0] * USER_BUCKETS, [0] * USER_BUCKETS
+    expected_n[3], expected_n[63], expected_h[3], expected_h[63] = 2, 1, 1, 1
+    assert (model.bucket_responses, model.bucket_hits) == (expected_n, expected_h)
+    assert ranker.bucket_responses[3] == 1 and sum(ranker.bucket_responses) == 1
+    assert sum(ranker.bucket_hits) == 0
+
+
+def test_counts_persisted_before_user_buckets_restore_as_one_bucket() -> None:
+    counts = Counts.from_dict({"responses": 5, "hits": 2, "clicks": 1, "conversions": 0})
+    assert (counts.bucket_responses[0], counts.bucket_hits[0]) == (5, 2)
+    assert sum(counts.bucket_responses) == 5 and sum(counts.bucket_hits) == 2
+    again = Counts.from_dict(counts.to_dict())
+    assert again == counts
