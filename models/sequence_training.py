@@ -197,9 +197,13 @@ class SessionTrainer:
         return catalog_cross_entropy(hidden, table, bias, targets, excluded)
 
     def item_rows(self, catalog: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows ``0..catalog`` of the item table and of the item bias, as the loss reads them."""
-        return (self.model.item_embedding.weight[: catalog + 1],
-                self.model.item_bias[: catalog + 1])
+        """Rows ``0..catalog`` of the item table and of the item bias, as the loss reads them.
+        The whole table is returned as itself, not as a slice: a slice's backward allocates and
+        copies a second table-sized gradient every step."""
+        weight, bias = self.model.item_embedding.weight, self.model.item_bias
+        if catalog + 1 == len(weight):
+            return weight, bias
+        return weight[: catalog + 1], bias[: catalog + 1]
 
     def _step(self, batch: Batch) -> float:
         self.model.train()

@@ -1,8 +1,8 @@
 """The session Transformer's recipe: the same rules for every dataset.
 
-Most hyper-parameters are fixed: the :class:`SessionTransformerConfig` defaults. Five follow
-statistics of the *training* sequences (never of the validation or test events), each for a
-stated reason; :func:`fitted_to` applies them.
+Most hyper-parameters are fixed: the :class:`SessionTransformerConfig` defaults. The others
+follow statistics of the *training* sequences (never of the validation or test events), each
+for a stated reason; :func:`fitted_to` applies them.
 
 - ``max_len``: the 90th percentile of the training sequence lengths, rounded up to a multiple of
   50, within [50, 200]. Longer windows cost attention time and leave position embeddings
@@ -14,6 +14,13 @@ stated reason; :func:`fitted_to` applies them.
   rate, and the encoder the stronger dropout (SASRec chose 0.5 for the sparse Amazon data and
   0.2 for dense MovieLens); on dense data each row is a target dozens of times an epoch and
   overfits first at the full rate.
+- The shape, also by density. Sparse data gets the field's sampled-softmax SASRec shape: one
+  block of width 256 with one head, 256 negatives, and a 20-epoch budget. Its histories are
+  short (a second block has little order to model) and most of what it knows sits in the item
+  table, which a wider row holds better; a wide table fits sparse data within a few epochs and
+  then overfits, so the cosine schedule ends there. Dense data keeps the defaults (two blocks
+  of width 64, 1,024 negatives, 75 epochs): long histories need depth more than width. A shape
+  field the caller set explicitly (``streamrec eval --epochs``) is kept.
 - ``batch_size``: the largest power of two up to 128 that still gives at least 25 optimisation
   steps per epoch, so that the epoch budget means enough updates on data with few users.
 - ``lr``: 1e-3 at 700 predicted positions per step, scaled with the square root of the mean
@@ -35,6 +42,7 @@ MIN_LEN, MAX_LEN, LEN_STEP = 50, 200, 50
 SPARSE_DENSITY = 0.01
 SPARSE_DROPOUT, DENSE_DROPOUT = 0.5, 0.3
 SPARSE_ITEM_LR, DENSE_ITEM_LR = 1.0, 0.1
+SPARSE_SHAPE = {"dim": 256, "layers": 1, "heads": 1, "n_negatives": 256, "epochs": 20}
 MAX_BATCH, MIN_STEPS_PER_EPOCH = 128, 25
 BASE_LR, BASE_POSITIONS = 1e-3, 700
 
@@ -82,4 +90,6 @@ def fitted_to(config: SessionTransformerConfig, train: UserSequences) -> Session
     return config.model_copy(update={
         "max_len": max_len, "dropout": dropout, "batch_size": batch_size, "lr": round(lr, 6),
         "item_lr_multiplier": SPARSE_ITEM_LR if sparse else DENSE_ITEM_LR,
+        **{k: v for k, v in (SPARSE_SHAPE if sparse else {}).items()
+           if k not in config.model_fields_set},
     })

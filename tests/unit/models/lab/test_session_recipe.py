@@ -25,6 +25,14 @@ def test_sparse_data_with_short_sequences_gets_the_sparse_settings() -> None:
     assert (fitted.max_len, fitted.dropout, fitted.batch_size) == (50, 0.5, 128)
     assert fitted.item_lr_multiplier == 1.0
     assert fitted.lr == pytest.approx(1e-3 * math.sqrt(128 * 6 / 700), rel=1e-3)
+    shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
+    assert shape == (256, 1, 1, 256, 20)
+
+
+def test_a_shape_field_the_caller_set_is_kept_on_sparse_data() -> None:
+    train = _data(users=5_000, items=20_000, length=7)
+    fitted = fitted_to(SessionTransformerConfig(epochs=3, dim=32), train)
+    assert (fitted.epochs, fitted.dim, fitted.layers) == (3, 32, 1)
 
 
 def test_dense_data_with_long_sequences_and_few_users_gets_the_dense_settings() -> None:
@@ -33,6 +41,10 @@ def test_dense_data_with_long_sequences_and_few_users_gets_the_dense_settings() 
     assert data_shape(train).density > 0.01
     assert fitted.max_len == 200 and fitted.dropout == 0.3 and fitted.item_lr_multiplier == 0.1
     assert fitted.batch_size == 32 and 900 / fitted.batch_size >= 25
+    defaults = SessionTransformerConfig()
+    shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
+    assert shape == (defaults.dim, defaults.layers, defaults.heads, defaults.n_negatives,
+                     defaults.epochs)
     # 32 histories of 200 predicted positions a step (the window): sqrt(6400 / 700) x 1e-3
     assert fitted.lr == pytest.approx(1e-3 * math.sqrt(32 * 200 / 700), rel=1e-3)
 
