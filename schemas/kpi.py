@@ -17,6 +17,11 @@ buckets do not follow arm assignment."""
 BucketCounts = Annotated[list[Count], Field(min_length=USER_BUCKETS, max_length=USER_BUCKETS)]
 
 
+def empty_buckets() -> list[int]:
+    """Zero counts for every user bucket."""
+    return [0] * USER_BUCKETS
+
+
 def user_bucket(user_id: str) -> int:
     """The stable bucket (0 .. USER_BUCKETS - 1) whose counts a user's responses add to."""
     digest = hashlib.blake2b(f"{USER_BUCKET_SALT}:{user_id}".encode(), digest_size=8).digest()

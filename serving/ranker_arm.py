@@ -31,7 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from schemas.kpi import KpiReport
+from schemas.kpi import KpiReport, empty_buckets
 from schemas.limits import USER_BUCKETS
 from schemas.model_updates import ModelUpdate
 from serving.settings import RankerArmPolicy
@@ -39,16 +39,12 @@ from serving.settings import RankerArmPolicy
 logger = logging.getLogger(__name__)
 
 
-def _zeros() -> list[int]:
-    return [0] * USER_BUCKETS
-
-
 @dataclass
 class _Arm:
     responses: int = 0
     hits: int = 0
-    bucket_responses: list[int] = field(default_factory=_zeros)
-    bucket_hits: list[int] = field(default_factory=_zeros)
+    bucket_responses: list[int] = field(default_factory=empty_buckets)
+    bucket_hits: list[int] = field(default_factory=empty_buckets)
 
     @property
     def rate(self) -> float:

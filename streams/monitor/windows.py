@@ -17,16 +17,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schemas.kpi import KpiReport
+from schemas.kpi import KpiReport, empty_buckets
 from schemas.limits import USER_BUCKETS
 from streams.monitor.join import ResponseOutcome
 
 WindowKey = tuple[int, float, str, str | None, str | None]
 """(partition, window start, model version, experiment, arm)"""
-
-
-def _zeros() -> list[int]:
-    return [0] * USER_BUCKETS
 
 
 @dataclass
@@ -35,9 +31,9 @@ class Counts:
     hits: int = 0
     clicks: int = 0
     conversions: int = 0
-    bucket_responses: list[int] = field(default_factory=_zeros)
+    bucket_responses: list[int] = field(default_factory=empty_buckets)
     """Responses per user bucket (schemas.kpi.user_bucket)."""
-    bucket_hits: list[int] = field(default_factory=_zeros)
+    bucket_hits: list[int] = field(default_factory=empty_buckets)
 
     def add(self, other: Counts) -> None:
         self.responses += other.responses
