@@ -13,6 +13,7 @@ import redis
 
 from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
 from deploy.local.redis_acl import acl_file_text, ensure_passwords
+from deploy.local.redis_aof import repair_aof
 from deploy.local.settings import LocalStackSettings
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class LocalRedis:
         binary = ensure_installed()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
+        repair_aof(self.dir)
         start_detached(
             [binary, str((self.dir / "redis.conf").resolve())], self.log_file, self.pid_file
         )

@@ -20,6 +20,7 @@ import redis
 
 from deploy.local.process import ServiceState, owned_pid, port_open, start_detached, stop_pid
 from deploy.local.redis import BINARY, ensure_installed, server_config, write_acl_file
+from deploy.local.redis_aof import repair_aof
 from deploy.local.settings import LocalStackSettings
 from streams.redis.connection import RedisConnection
 
@@ -83,6 +84,7 @@ class LocalRedisCluster:
             if port_open(self.s.host, port):
                 continue
             conf = self._write_config(port)
+            repair_aof(conf.parent)
             start_detached([binary, str(conf.resolve())], self._log_file(port),
                            self._pid_file(port))
             started = True
