@@ -66,6 +66,7 @@ _YOUNG_COLLECTION_EVERY = 50_000
 _RESTART_AFTER_S = 1.0
 _RESTART_AT_MOST_S = 30.0
 _HEALTHY_RUN_S = 60.0
+_STOP_AT_MOST_S = 20.0
 
 
 class Arrival(NamedTuple):
@@ -508,10 +509,15 @@ async def _run_once(
 
 
 async def _stop(app: faust.App) -> None:
-    """Stops `app`; a crashed app's consumer thread is gone, so its last commit can fail: the
-    next app reads those records again (at least once), so this is logged, not raised."""
+    """Stops `app`; a crashed app's consumer thread is gone, so its last commit can fail or
+    wait forever on a producer flush that never ends (faust bounds it by nothing): after
+    `_STOP_AT_MOST_S` the stop is abandoned. The next app reads those records again (at least
+    once), so either is logged, not raised."""
     try:
-        await app.stop()
+        await asyncio.wait_for(app.stop(), _STOP_AT_MOST_S)
+    except TimeoutError:
+        logger.warning("stream app did not stop within %.0fs crashed=%s; abandoned",
+                       _STOP_AT_MOST_S, app.crashed)
     except Exception:
         logger.warning("stream app did not stop cleanly crashed=%s", app.crashed, exc_info=True)
 

@@ -1,4 +1,5 @@
-"""`run_until` supervises its app: one that crashes is replaced, one whose stop fails too."""
+"""`run_until` supervises its app: one that crashes is replaced, one whose stop fails or hangs
+too."""
 
 from __future__ import annotations
 
@@ -63,6 +64,35 @@ def test_a_crashed_app_is_replaced_even_when_its_stop_fails_and_the_last_one_sto
     faust_app.run_until(build, stop, poll_s=0.01, on_restart=restarts.append)
     assert restarts == ["ConnectionError", "KeyError"]
     assert len(apps) == 3 and all(app.stopped for app in apps)
+
+
+def test_a_crashed_app_whose_stop_never_returns_is_abandoned_and_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust's stop of a crashed app can wait forever on a commit's producer flush."""
+    monkeypatch.setattr(faust_app, "_RESTART_AFTER_S", 0.01)
+    monkeypatch.setattr(faust_app, "_STOP_AT_MOST_S", 0.05)
+    stop = threading.Event()
+    restarts: list[str] = []
+
+    class _Hangs(_App):
+        async def stop(self) -> None:
+            self.stopped = True
+            if self._crash is not None:
+                await asyncio.Event().wait()
+
+    def build() -> faust.App:
+        if restarts:
+            stop.set()
+            return cast(faust.App, _Hangs(None, False))
+        return cast(faust.App, _Hangs(ConnectionError("broker away"), False))
+
+    done = threading.Thread(
+        target=faust_app.run_until, args=(build, stop, 0.01, restarts.append), daemon=True
+    )
+    done.start()
+    done.join(timeout=10)
+    assert not done.is_alive() and restarts == ["ConnectionError"]
 
 
 def test_an_app_that_fails_to_start_counts_as_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
