@@ -37,6 +37,8 @@ _NOT_NOW = frozenset({
     KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    # The broker's connection was torn down under the request (the broker went away).
+    KafkaError._DESTROY_BROKER,
 })
 _BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 

@@ -35,11 +35,11 @@ OFFSETS = [TopicPartition("t", 0, 7)]
 def test_a_commit_during_an_outage_is_retried_until_the_broker_answers() -> None:
     consumer = ScriptedConsumer(
         KafkaError(KafkaError._TRANSPORT), KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE),
-        KafkaError(KafkaError._WAIT_COORD),
+        KafkaError(KafkaError._WAIT_COORD), KafkaError(KafkaError._DESTROY_BROKER),
     )
     pauses: list[float] = []
     assert commit_offsets(consumer, OFFSETS, pauses.append)  # type: ignore[arg-type]
-    assert consumer.committed == OFFSETS and len(pauses) == 3 and pauses == sorted(pauses)
+    assert consumer.committed == OFFSETS and len(pauses) == 4 and pauses == sorted(pauses)
 
 
 def test_a_commit_the_group_refuses_is_given_up() -> None:
