@@ -4,8 +4,6 @@ the secrets folder) log in, on Kafka and on Redis, admin included."""
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -17,7 +15,6 @@ from deploy.local.redis import LocalRedis
 from deploy.local.redis_acl import USERS
 from deploy.local.settings import LocalStackSettings
 from deploy.local.stack import LocalStack
-from deploy.local.worker_process import free_port
 from streams.kafka.connection import KafkaConnection
 
 
@@ -34,18 +31,6 @@ def _redis_login(settings: LocalStackSettings, user: str, password: str) -> bool
         return False
     finally:
         client.close()
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[LocalRedis]:
-    """A Redis of its own: the session's passwords are every other test's."""
-    server = LocalRedis(LocalStackSettings(home=tmp_path / "stack", redis_port=free_port()))
-    server.start()
-    try:
-        server.wait_healthy(30)
-        yield server
-    finally:
-        server.stop()
 
 
 def test_redis_passwords_rotate_on_the_running_server_and_survive_its_restart(

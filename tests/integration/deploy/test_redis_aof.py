@@ -9,28 +9,11 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from deploy.local.redis import LocalRedis
 from deploy.local.redis_aof import MANIFEST
-from deploy.local.settings import LocalStackSettings
-from deploy.local.worker_process import free_port
 
 KEY = "sr:aof-test:"
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[LocalRedis]:
-    server = LocalRedis(LocalStackSettings(home=tmp_path, redis_port=free_port()))
-    server.start()
-    try:
-        server.wait_healthy(30)
-        yield server
-    finally:
-        server.stop()
 
 
 def _transaction(server: LocalRedis) -> None:

@@ -7,31 +7,15 @@ restarting the session's Redis would pull it from under the other tests.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.redis import LocalRedis
 from deploy.local.settings import LocalStackSettings
-from deploy.local.worker_process import free_port
 from streams.feature_worker.batch import PositionedEvent
 from streams.feature_worker.writer import FeatureWriter
 from streams.redis.connection import RedisConnection
 
 PREFIX = "sr:restart:"
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[LocalRedis]:
-    server = LocalRedis(LocalStackSettings(home=tmp_path, redis_port=free_port()))
-    server.start()
-    try:
-        server.wait_healthy(30)
-        yield server
-    finally:
-        server.stop()
 
 
 def _write_features(settings: LocalStackSettings) -> None:

@@ -20,7 +20,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from deploy.generators.sample import SampleConfig, SampleGenerator
 from deploy.local.redis import LocalRedis
-from deploy.local.settings import LocalStackSettings
-from deploy.local.worker_process import ASSIGNED, WorkerProcess, free_port
+from deploy.local.worker_process import ASSIGNED, WorkerProcess
 from schemas.topics import INTERACTIONS
 from streams.feature_worker.batch import PositionedEvent
 from streams.kafka.connection import KafkaConnection
@@ -52,17 +50,6 @@ KILLS = 3
 STREAM_S = 9.0
 """How long events flow at the rate; the kills land inside it."""
 REWINDS = "streamrec_stream_rewinds_total"
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[LocalRedis]:
-    server = LocalRedis(LocalStackSettings(home=tmp_path / "redis", redis_port=free_port()))
-    server.start()
-    try:
-        server.wait_healthy(30)
-        yield server
-    finally:
-        server.stop()
 
 
 class AofSizes:
