@@ -26,14 +26,14 @@ CHECKER = "redis-check-aof"
 MANIFEST = Path("appendonlydir") / "appendonly.aof.manifest"
 
 
-def repair_aof(directory: Path) -> bool:
-    """Cuts the AOF in `directory` back to its last whole transaction; True when it changed.
+def repair_aof(directory: Path) -> None:
+    """Cuts the AOF in `directory` back to its last whole transaction (logged when it does).
 
     Raises RuntimeError when the file is damaged beyond a cut tail (Redis would refuse it too).
     """
     manifest = directory / MANIFEST
     if not manifest.exists():
-        return False
+        return
     checker = shutil.which(CHECKER) or f"/usr/bin/{CHECKER}"
     before = _sizes(manifest.parent)
     # --fix asks before cutting; the answer comes on stdin.
@@ -43,10 +43,8 @@ def repair_aof(directory: Path) -> bool:
     )
     if result.returncode != 0:
         raise RuntimeError(f"{CHECKER} could not repair {manifest}: {result.stdout[-500:]}")
-    changed = _sizes(manifest.parent) != before
-    if changed:
+    if _sizes(manifest.parent) != before:
         logger.warning("aof cut back to its last whole transaction dir=%s", directory)
-    return changed
 
 
 def _sizes(folder: Path) -> dict[str, int]:
