@@ -41,7 +41,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 import faust
@@ -167,6 +167,21 @@ class _Consumer(faust_aiokafka.Consumer):
                 last_handled = now
                 await self._handle(route, batch, taken, generation)
             await asyncio.sleep(0)
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """faust seeks the partitions back to their committed offsets after every recovery and
+        whenever it dropped fetched records (a fetch that raced a pause, while its flow was
+        stopped); aiokafka leaves a partition with no committed offset where its fetches left
+        it, past the records dropped. A batch topic's partition that has none is sought to its
+        beginning, where `consumer_auto_offset_reset="earliest"` says it starts."""
+        committed: Mapping[Any, int] = await super().seek_to_committed()
+        route: _BatchRoute | None = getattr(self.app, "batch_route", None)
+        fresh = [tp for tp, offset in committed.items()
+                 if not offset and route is not None and tp.topic in route.topics]
+        if fresh:
+            for tp, start in (await self.earliest_offsets(*fresh)).items():
+                await self.seek(tp, start)
+        return committed
 
     def _handles_idle(self) -> bool:
         """Idle ticks advance the service's clock; not while a rebalance or a recovery runs."""
@@ -511,15 +526,27 @@ async def _run_once(
 async def _stop(app: faust.App) -> None:
     """Stops `app`; a crashed app's consumer thread is gone, so its last commit can fail or
     wait forever on a producer flush that never ends (faust bounds it by nothing): after
-    `_STOP_AT_MOST_S` the stop is abandoned. The next app reads those records again (at least
-    once), so either is logged, not raised."""
+    `_STOP_AT_MOST_S` the stop is abandoned. Its commit can also be cancelled under it, when
+    faust's consumer thread (which the crash stops: it leaves the group) stops first. The next
+    app reads those records again (at least once), so any of these is logged, not raised."""
     try:
         await asyncio.wait_for(app.stop(), _STOP_AT_MOST_S)
     except TimeoutError:
         logger.warning("stream app did not stop within %.0fs crashed=%s; abandoned",
                        _STOP_AT_MOST_S, app.crashed)
+    except asyncio.CancelledError:
+        if _cancelled_from_outside():
+            raise
+        logger.warning("stream app's stop was cancelled under it crashed=%s; abandoned",
+                       app.crashed)
     except Exception:
         logger.warning("stream app did not stop cleanly crashed=%s", app.crashed, exc_info=True)
+
+
+def _cancelled_from_outside() -> bool:
+    """Whether the running task itself is being cancelled (not only a future it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.contextmanager

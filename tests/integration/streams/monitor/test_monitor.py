@@ -35,6 +35,7 @@ from schemas.topics import (
     REC_RESPONSES,
 )
 from schemas.wire import decode
+from streams.kafka import faust_app
 from streams.kafka.admin import delete_topics, end_offsets
 from streams.kafka.connection import KafkaConnection
 from streams.kafka.principals import MONITOR
@@ -347,11 +348,15 @@ def test_a_restarted_monitor_finishes_open_windows_without_reporting_closed_ones
     assert got == [(window_a, 2, 1, 0), (window_b, 3, 2, 1)]
 
 
+@pytest.mark.parametrize("stop_returns", [True, False], ids=["stopped", "stop-never-returns"])
 def test_a_crashed_stream_app_is_replaced_and_finishes_its_windows_without_reporting_twice(
-    kafka: KafkaConnection, settings: MonitorSettings
+    kafka: KafkaConnection, settings: MonitorSettings, monkeypatch: pytest.MonkeyPatch,
+    stop_returns: bool,
 ) -> None:
     """faust stops an app whose commit or send failed (a broker outage); the monitor builds a
-    new one, which goes on from the committed offsets and the state table."""
+    new one, which goes on from the committed offsets and the state table. A crashed app whose
+    stop never returns is abandoned."""
+    monkeypatch.setattr(faust_app, "_STOP_AT_MOST_S", 3.0)
     window_a, window_b = T0, T0 + WINDOW_S
     with monitoring(settings) as service:
         publish(kafka, [
@@ -363,6 +368,8 @@ def test_a_crashed_stream_app_is_replaced_and_finishes_its_windows_without_repor
         first = read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
         crashed = service.sender.app
         assert crashed is not None
+        if not stop_returns:  # as when its last commit waits on a producer flush that never ends
+            crashed.consumer.wait_empty = asyncio.Event().wait  # type: ignore[method-assign, assignment]
         asyncio.run_coroutine_threadsafe(crashed.crash(RuntimeError("injected")), crashed.loop)
         deadline = time.monotonic() + GIVE_UP_S
         while service.sender.app is crashed and time.monotonic() < deadline:
@@ -382,6 +389,27 @@ def test_a_crashed_stream_app_is_replaced_and_finishes_its_windows_without_repor
     got = [(r.window_start, r.responses, r.hits, r.conversions) for r in reports]
     assert got == [(window_a, 2, 1, 0), (window_b, 1, 1, 1)]
     assert restarts == 1.0
+
+
+def test_partitions_never_committed_are_read_again_from_their_start_after_a_seek_back(
+    kafka: KafkaConnection, settings: MonitorSettings
+) -> None:
+    """faust seeks back to the committed offsets after each recovery, having dropped what it
+    fetched while the recovery ran. A partition with no committed offset yet goes back to its
+    first record, not to where the dropped fetches left it."""
+    records = [response(1, "u1", T0 + 1), *watermark_pushers(T0 + WINDOW_S + ATTRIBUTION_S + 30)]
+    uncommitted = settings.model_copy(update={"commit_interval_s": 60.0})
+    with monitoring(uncommitted) as service:
+        publish(kafka, records)
+        read_until(kafka, kafka.topic(KPI_METRICS), KpiReport, lambda r: len(r) >= 1)
+        app = service.sender.app
+        assert app is not None and service.counters.consumed == len(records)
+        asyncio.run_coroutine_threadsafe(app.consumer.perform_seek(), app.loop).result(GIVE_UP_S)
+        deadline = time.monotonic() + GIVE_UP_S
+        while service.counters.consumed < 2 * len(records) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        consumed = service.counters.consumed
+    assert consumed == 2 * len(records)
 
 
 def test_hostile_records_on_both_topics_are_skipped_and_counted_while_the_monitor_goes_on(

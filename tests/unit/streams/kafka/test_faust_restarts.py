@@ -95,6 +95,31 @@ def test_a_crashed_app_whose_stop_never_returns_is_abandoned_and_replaced(
     assert not done.is_alive() and restarts == ["ConnectionError"]
 
 
+def test_a_crashed_app_whose_commit_is_cancelled_under_its_stop_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faust's consumer thread can stop before the app's last commit, which it then cancels:
+    the cancellation ends that stop, not the supervisor."""
+    monkeypatch.setattr(faust_app, "_RESTART_AFTER_S", 0.01)
+    stop = threading.Event()
+    restarts: list[str] = []
+
+    class _CommitCancelled(_App):
+        async def stop(self) -> None:
+            self.stopped = True
+            if self._crash is not None:
+                raise asyncio.CancelledError
+
+    def build() -> faust.App:
+        if restarts:
+            stop.set()
+            return cast(faust.App, _CommitCancelled(None, False))
+        return cast(faust.App, _CommitCancelled(ConnectionError("broker away"), False))
+
+    faust_app.run_until(build, stop, poll_s=0.01, on_restart=restarts.append)
+    assert restarts == ["ConnectionError"]
+
+
 def test_an_app_that_fails_to_start_counts_as_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(faust_app, "_RESTART_AFTER_S", 0.01)
     stop = threading.Event()
