@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
@@ -66,26 +67,36 @@ def test_a_crashed_app_is_replaced_even_when_its_stop_fails_and_the_last_one_sto
     assert len(apps) == 3 and all(app.stopped for app in apps)
 
 
-def test_a_crashed_app_whose_stop_never_returns_is_abandoned_and_replaced(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def _never_returns() -> None:
     """faust's stop of a crashed app can wait forever on a commit's producer flush."""
+    await asyncio.Event().wait()
+
+
+async def _cancelled_under_it() -> None:
+    """faust's consumer thread can stop before the app's last commit, which it then cancels."""
+    raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("crashed_stop", [_never_returns, _cancelled_under_it])
+def test_a_crashed_app_whose_stop_never_ends_well_is_abandoned_and_replaced(
+    monkeypatch: pytest.MonkeyPatch, crashed_stop: Callable[[], Awaitable[None]],
+) -> None:
     monkeypatch.setattr(faust_app, "_RESTART_AFTER_S", 0.01)
     monkeypatch.setattr(faust_app, "_STOP_AT_MOST_S", 0.05)
     stop = threading.Event()
     restarts: list[str] = []
 
-    class _Hangs(_App):
+    class _StopFails(_App):
         async def stop(self) -> None:
             self.stopped = True
             if self._crash is not None:
-                await asyncio.Event().wait()
+                await crashed_stop()
 
     def build() -> faust.App:
         if restarts:
             stop.set()
-            return cast(faust.App, _Hangs(None, False))
-        return cast(faust.App, _Hangs(ConnectionError("broker away"), False))
+            return cast(faust.App, _StopFails(None, False))
+        return cast(faust.App, _StopFails(ConnectionError("broker away"), False))
 
     done = threading.Thread(
         target=faust_app.run_until, args=(build, stop, 0.01, restarts.append), daemon=True
@@ -93,31 +104,6 @@ def test_a_crashed_app_whose_stop_never_returns_is_abandoned_and_replaced(
     done.start()
     done.join(timeout=10)
     assert not done.is_alive() and restarts == ["ConnectionError"]
-
-
-def test_a_crashed_app_whose_commit_is_cancelled_under_its_stop_is_replaced(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """faust's consumer thread can stop before the app's last commit, which it then cancels:
-    the cancellation ends that stop, not the supervisor."""
-    monkeypatch.setattr(faust_app, "_RESTART_AFTER_S", 0.01)
-    stop = threading.Event()
-    restarts: list[str] = []
-
-    class _CommitCancelled(_App):
-        async def stop(self) -> None:
-            self.stopped = True
-            if self._crash is not None:
-                raise asyncio.CancelledError
-
-    def build() -> faust.App:
-        if restarts:
-            stop.set()
-            return cast(faust.App, _CommitCancelled(None, False))
-        return cast(faust.App, _CommitCancelled(ConnectionError("broker away"), False))
-
-    faust_app.run_until(build, stop, poll_s=0.01, on_restart=restarts.append)
-    assert restarts == ["ConnectionError"]
 
 
 def test_an_app_that_fails_to_start_counts_as_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
