@@ -36,6 +36,7 @@ from models.session_config import SessionTransformerConfig
 from models.session_transformer import SessionTransformer
 from models.softmax_loss import (
     catalog_cross_entropy,
+    dropped_rows,
     sampled_cross_entropy,
     seen_pairs,
     table_rows,
@@ -187,13 +188,18 @@ class SessionTrainer:
     ) -> torch.Tensor:
         """The loss over items ``1..catalog`` of the picked positions' hidden states."""
         table, bias = self.item_rows(catalog)
+        drop = self.config.item_dropout if self.model.training else 0.0
         if self.config.loss == "sampled":
             negatives = uniform_negatives(
                 catalog, self.config.n_negatives, self._generator, hidden.device
             )
+            rows = table_rows(table, bias)
             return sampled_cross_entropy(
-                hidden, targets, negatives, table_rows(table, bias), catalog, excluded
+                hidden, targets, negatives, dropped_rows(rows, drop) if drop else rows, catalog,
+                excluded,
             )
+        if drop:
+            table = torch.nn.functional.dropout(table, drop)
         return catalog_cross_entropy(hidden, table, bias, targets, excluded)
 
     def item_rows(self, catalog: int) -> tuple[torch.Tensor, torch.Tensor]:

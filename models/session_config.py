@@ -23,6 +23,10 @@ class SessionTransformerConfig(BaseModel):
     ffn_multiplier: int = Field(2, ge=1, description="Feed-forward width as a multiple of dim.")
     max_len: int = Field(200, ge=2, description="Most recent events the encoder reads.")
     dropout: float = Field(0.3, ge=0.0, lt=1.0, description="Dropout on inputs and in layers.")
+    item_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on the item vectors the training loss scores "
+        "(targets and negatives alike).",
+    )
     loss: Literal["softmax", "sampled"] = Field(
         "sampled", description="Sampled softmax with the logQ correction, or the full softmax "
         "over the catalog (models.softmax_loss).",

@@ -122,6 +122,15 @@ def table_rows(table: torch.Tensor, bias: torch.Tensor) -> ItemRows:
     return lambda ids: (table[ids], bias[ids])
 
 
+def dropped_rows(rows: ItemRows, p: float) -> ItemRows:
+    """``rows`` with dropout ``p`` on the vectors (not the biases). Every row read gets its own
+    mask, so a target and the same item among the negatives are dropped independently."""
+    def read(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        vectors, biases = rows(ids)
+        return torch.nn.functional.dropout(vectors, p), biases
+    return read
+
+
 def sampled_cross_entropy(
     hidden: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor, rows: ItemRows,
     n_items: int, excluded: torch.Tensor | None = None,

@@ -85,6 +85,21 @@ def test_partial_fit_lowers_the_loss_on_repeated_micro_batches() -> None:
     assert last < 0.5 * first
 
 
+def test_item_dropout_changes_the_training_loss_only_while_training() -> None:
+    train = _cyclic_data(n_users=8, n_items=12, length=10)
+    batch = make_batch(train.items, train.times, max_len=SMALL.max_len)
+    losses = {}
+    for drop in (0.0, 0.5):
+        trainer = SessionTrainer(12, SMALL.model_copy(update={"item_dropout": drop}),
+                                 torch.device("cpu"))
+        trainer.model.eval()
+        evaluated = float(trainer.loss(batch))
+        trainer.model.train()
+        losses[drop] = (evaluated, float(trainer.loss(batch)))
+    assert losses[0.5][0] == pytest.approx(losses[0.0][0], rel=1e-6)
+    assert losses[0.5][1] != pytest.approx(losses[0.0][1], rel=1e-3)
+
+
 def test_only_the_fresh_events_of_each_sequence_stay_targets() -> None:
     batch = make_batch([np.array([1, 2, 3, 4, 5]), np.array([6, 7, 8])],
                        [np.arange(5), np.arange(3)], max_len=8)

@@ -10,6 +10,7 @@ import torch.nn.functional as F  # noqa: N812 - torch convention
 
 from models.softmax_loss import (
     catalog_cross_entropy,
+    dropped_rows,
     sampled_cross_entropy,
     seen_pairs,
     table_rows,
@@ -92,3 +93,15 @@ def test_sampled_negatives_that_are_the_target_or_already_seen_are_left_out() ->
         rows.append(torch.logsumexp(torch.cat([logits[row, targets[row]][None], neg]), 0)
                     - logits[row, targets[row]])
     assert float(loss.detach()) == pytest.approx(float(torch.stack(rows).mean().detach()), rel=1e-5)
+
+
+def test_dropped_rows_zero_a_share_of_each_vector_independently_and_keep_the_biases() -> None:
+    torch.manual_seed(0)
+    table, bias = torch.randn(11, 512), torch.randn(11)
+    ids = torch.tensor([3, 3, 7])  # item 3 as a target and again as a negative
+    vectors, biases = dropped_rows(table_rows(table, bias), 0.25)(ids)
+    kept = vectors != 0
+    assert 0.7 < float(kept.float().mean()) < 0.8
+    assert torch.allclose(vectors[kept], (table[ids] / 0.75)[kept])
+    assert not torch.equal(kept[0], kept[1])
+    assert torch.equal(biases, bias[ids])
