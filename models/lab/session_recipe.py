@@ -8,13 +8,13 @@ for a stated reason; :func:`fitted_to` applies them.
   50, within [50, 200]. Longer windows cost attention time and leave position embeddings
   untrained; shorter ones cut the long histories that carry the signal.
 - ``dropout`` and ``item_lr_multiplier``, by density (the share of the user x item matrix with
-  an event): sparse data (below 1%) gets dropout 0.5 and the item table trained at the full
+  an event): sparse data (below 1%) gets dropout 0.6 and the item table trained at the full
   rate; dense data gets dropout 0.3 and the item table at a tenth of the rate. On sparse data an
   item row has few contexts to learn from and few updates as a target, so it needs the full
   rate, and the encoder the stronger dropout (SASRec chose 0.5 for the sparse Amazon data and
   0.2 for dense MovieLens); on dense data each row is a target dozens of times an epoch and
   overfits first at the full rate.
-- ``item_dropout``, by density too: sparse data gets dropout 0.2 on the item vectors the loss
+- ``item_dropout``, by density too: sparse data gets dropout 0.3 on the item vectors the loss
   scores (targets and negatives), dense data none. A sparse item row is learnt from a handful of
   events at the full rate and overfits them first; the dropout regularises the rows where
   ``dropout`` only reaches the encoder (eSASRec drops the item table at 0.2 on the same data).
@@ -44,9 +44,9 @@ from models.session_config import SessionTransformerConfig
 
 MIN_LEN, MAX_LEN, LEN_STEP = 50, 200, 50
 SPARSE_DENSITY = 0.01
-SPARSE_DROPOUT, DENSE_DROPOUT = 0.5, 0.3
+SPARSE_DROPOUT, DENSE_DROPOUT = 0.6, 0.3
 SPARSE_ITEM_LR, DENSE_ITEM_LR = 1.0, 0.1
-SPARSE_ITEM_DROPOUT, DENSE_ITEM_DROPOUT = 0.2, 0.0
+SPARSE_ITEM_DROPOUT, DENSE_ITEM_DROPOUT = 0.3, 0.0
 SPARSE_SHAPE = {"dim": 256, "layers": 1, "heads": 1, "n_negatives": 256, "epochs": 20}
 MAX_BATCH, MIN_STEPS_PER_EPOCH = 128, 25
 BASE_LR, BASE_POSITIONS = 1e-3, 700
