@@ -230,6 +230,11 @@ class ShardedSessionModel:
         vectors, biases = self.catalog()
         return hidden @ vectors.to(hidden.dtype).T + biases.to(hidden.dtype)
 
+    @property
+    def training(self) -> bool:
+        """Whether the module is in training mode (as ``nn.Module.training``)."""
+        return bool(self.dmp.training)
+
     def train(self) -> None:
         self.dmp.train()
 
