@@ -19,12 +19,14 @@ for a stated reason; :func:`fitted_to` applies them.
   events at the full rate and overfits them first; the dropout regularises the rows where
   ``dropout`` only reaches the encoder (eSASRec drops the item table at 0.2 on the same data).
 - The shape, also by density. Sparse data gets the field's sampled-softmax SASRec shape: one
-  block of width 256 with one head, 256 negatives, and a 20-epoch budget. Its histories are
-  short (a second block has little order to model) and most of what it knows sits in the item
-  table, which a wider row holds better; a wide table fits sparse data within a few epochs and
-  then overfits, so the cosine schedule ends there. Dense data keeps the defaults (two blocks
-  of width 64, 1,024 negatives, 75 epochs): long histories need depth more than width. A shape
-  field the caller set explicitly (``streamrec eval --epochs``) is kept.
+  block of width 256 with one head and a 20-epoch budget. Its histories are short (a second
+  block has little order to model) and most of what it knows sits in the item table, which a
+  wider row holds better; a wide table fits sparse data within a few epochs and then overfits,
+  so the cosine schedule ends there. Dense data keeps the defaults (two blocks of width 64,
+  75 epochs): long histories need depth more than width. Both keep the default 1,024 sampled
+  negatives: the field's 256 leave the softmax too easy on a catalog of tens of thousands of
+  items, and 2,048 validate no better. A shape field the caller set explicitly
+  (``streamrec eval --epochs``) is kept.
 - ``batch_size``: the largest power of two up to 128 that still gives at least 25 optimisation
   steps per epoch, so that the epoch budget means enough updates on data with few users.
 - ``lr``: 1e-3 at 700 predicted positions per step, scaled with the square root of the mean
@@ -47,7 +49,7 @@ SPARSE_DENSITY = 0.01
 SPARSE_DROPOUT, DENSE_DROPOUT = 0.6, 0.3
 SPARSE_ITEM_LR, DENSE_ITEM_LR = 1.0, 0.1
 SPARSE_ITEM_DROPOUT, DENSE_ITEM_DROPOUT = 0.3, 0.0
-SPARSE_SHAPE = {"dim": 256, "layers": 1, "heads": 1, "n_negatives": 256, "epochs": 20}
+SPARSE_SHAPE = {"dim": 256, "layers": 1, "heads": 1, "epochs": 20}
 MAX_BATCH, MIN_STEPS_PER_EPOCH = 128, 25
 BASE_LR, BASE_POSITIONS = 1e-3, 700
 

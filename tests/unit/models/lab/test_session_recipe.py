@@ -26,7 +26,7 @@ def test_sparse_data_with_short_sequences_gets_the_sparse_settings() -> None:
     assert (fitted.item_lr_multiplier, fitted.item_dropout) == (1.0, 0.3)
     assert fitted.lr == pytest.approx(1e-3 * math.sqrt(128 * 6 / 700), rel=1e-3)
     shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
-    assert shape == (256, 1, 1, 256, 20)
+    assert shape == (256, 1, 1, 1024, 20)
 
 
 def test_a_shape_field_the_caller_set_is_kept_on_sparse_data() -> None:
