@@ -93,9 +93,9 @@ def test_item_dropout_changes_the_training_loss_only_while_training() -> None:
         trainer = SessionTrainer(12, SMALL.model_copy(update={"item_dropout": drop}),
                                  torch.device("cpu"))
         trainer.model.eval()
-        evaluated = float(trainer.loss(batch))
+        evaluated = float(trainer.loss(batch).detach())
         trainer.model.train()
-        losses[drop] = (evaluated, float(trainer.loss(batch)))
+        losses[drop] = (evaluated, float(trainer.loss(batch).detach()))
     assert losses[0.5][0] == pytest.approx(losses[0.0][0], rel=1e-6)
     assert losses[0.5][1] != pytest.approx(losses[0.0][1], rel=1e-3)
 
