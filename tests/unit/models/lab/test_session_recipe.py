@@ -23,7 +23,7 @@ def test_sparse_data_with_short_sequences_gets_the_sparse_settings() -> None:
     fitted = fitted_to(SessionTransformerConfig(), train)
     assert data_shape(train).density < 0.01
     assert (fitted.max_len, fitted.dropout, fitted.batch_size) == (50, 0.6, 128)
-    assert (fitted.item_lr_multiplier, fitted.item_dropout) == (1.0, 0.3)
+    assert (fitted.item_lr_multiplier, fitted.item_dropout) == (1.0, 0.4)
     assert fitted.lr == pytest.approx(1e-3 * math.sqrt(128 * 6 / 700), rel=1e-3)
     shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
     assert shape == (256, 1, 1, 1024, 20)
