@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
@@ -9,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from deploy.demo.arms import recent_rates
 from deploy.demo.phases import hit_rate_series
 
 if TYPE_CHECKING:
@@ -16,6 +18,8 @@ if TYPE_CHECKING:
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _MIN_WINDOW_RESPONSES = 20
+_ARM_SPAN_S = 60.0
+"""The arms' row counts the answers to requests of the last minute."""
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
@@ -62,9 +66,14 @@ def _quality(state: RunState) -> Table:
     # A window with a handful of responses (the first, the last) would show a noisy extreme.
     series = [w for w in hit_rate_series(observed.kpis) if w[2] >= _MIN_WINDOW_RESPONSES] \
         if observed else []
-    table.add_row("hit rate@10 (kpi.metrics)",
+    table.add_row("window hit@10, all arms (kpi.metrics)",
                   _fmt(series[-1][1] if series else None, digits=3))
     table.add_row("over time", Text(sparkline([h for _, h, _ in series]), style="green"))
+    if state.traffic and state.settings.experiment:
+        rates = recent_rates(state.traffic.stats.served, time.time() - _ARM_SPAN_S)
+        table.add_row(f"strict hit@10 by arm, last {_ARM_SPAN_S:.0f} s",
+                      "  ".join(f"{arm} {rate:.3f} ({n})" for arm, (rate, n) in rates.items())
+                      or "—")
     if observed:
         versions = ", ".join(f"{u.model_name}:{u.version}" for u in observed.updates[-6:]) or "—"
         table.add_row("model versions", versions)

@@ -1,51 +1,15 @@
-"""The ranker's part of a run: the KPI of answers per serving strategy (ranker, model,
-popularity...) as the traffic generator credits them, and the ranker gate's decisions (promoted
-versions from `model.updates`, refusals from the trainer's gate counter)."""
+"""The ranker gate's decisions in a run: promoted versions from `model.updates`, refusals from
+the trainer's gate counter. How the ranker does with users is its experiment arm's figure
+(deploy/demo/arms.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from schemas import ModelUpdate
 
 GATE_DECISIONS = "streamrec_trainer_ranker_gate_decisions_total"
 GATE_GAIN = "streamrec_trainer_ranker_gate_gain"
-
-
-@dataclass(frozen=True)
-class Credit:
-    """One answer read in time: when its request left, which strategy ordered it, and whether
-    the user then picked one of its items."""
-
-    at: float
-    strategy: str
-    hit: bool
-
-
-def strategy_kpi(
-    credits: Sequence[Credit], spans: Mapping[str, tuple[float, float]]
-) -> dict[str, dict[str, dict[str, object]]]:
-    """Hit rate@10 per strategy over the whole run ("all") and within each phase's span: a
-    strategy that serves only in one phase (the ranker once promoted) is compared with the
-    others in the same phase, not with their figures from before the drift."""
-    windows = {"all": (float("-inf"), float("inf")), **spans}
-    return {
-        name: _per_strategy([c for c in credits if start <= c.at < end])
-        for name, (start, end) in windows.items()
-    }
-
-
-def _per_strategy(credits: Sequence[Credit]) -> dict[str, dict[str, object]]:
-    counts: dict[str, list[int]] = {}
-    for credit in credits:
-        acc = counts.setdefault(credit.strategy, [0, 0])
-        acc[0] += 1
-        acc[1] += credit.hit
-    return {
-        name: {"responses": n, "hits": hits, "hit_rate": round(hits / n, 4)}
-        for name, (n, hits) in sorted(counts.items())
-    }
 
 
 def gate_decisions(

@@ -9,11 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from deploy.demo.arms import ARM_BIN_S
-from deploy.demo.svg import Point, line_chart
+from deploy.demo.svg import Band, Point, line_chart
 
 
 def _series(rows: Sequence[dict[str, Any]], key: str) -> list[Point]:
     return [(float(r["t"]), float(r[key])) for r in rows if r.get(key) is not None]
+
+
+def _bands(rows: Sequence[dict[str, Any]], arm: str) -> list[Band]:
+    key = f"{arm}_ci95"
+    return [(float(r["t"]), float(r[key][0]), float(r[key][1])) for r in rows if r.get(key)]
 
 
 def _markers(summary: dict[str, Any]) -> list[tuple[float, str]]:
@@ -21,8 +26,10 @@ def _markers(summary: dict[str, Any]) -> list[tuple[float, str]]:
     if summary["drift"]["at_s"] is not None:
         marks.append((summary["drift"]["at_s"], "drift"))
     marks += [(a["at_s"], f"alert {a['detector']}") for a in summary["alerts"]]
+    # Major versions only: minor publications come every few seconds.
     marks += [(v["at_s"], f"{v['model']} v{v['version']}") for v in summary["versions"]
-              if v["at_s"] is not None and v["at_s"] >= 0]
+              if v["at_s"] is not None and v["at_s"] >= 0 and str(v["version"]).endswith(".0")]
+    marks += [(p["at_s"], f"frozen arm -> {p['version']}") for p in summary["frozen_pins"]]
     return marks
 
 
@@ -31,7 +38,8 @@ def _kpi_table(summary: dict[str, Any]) -> str:
         f"<tr><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td><td>{k['responses']}</td></tr>"
         for name, k in summary["kpi"].items()
     )
-    return ("<table><tr><th>phase</th><th>hit rate@10</th><th>attributed responses</th></tr>"
+    return ("<table><tr><th>phase</th><th>window hit rate@10 (monitor KPI, all arms)</th>"
+            "<th>attributed responses</th></tr>"
             f"{rows}</table><p>recovery ratio: {_num(summary['recovery_ratio'])} "
             f"(recovered: {summary['recovered']})</p>")
 
@@ -57,12 +65,6 @@ def _arms_section(summary: dict[str, Any]) -> str:
 
 
 def _ranker_section(summary: dict[str, Any]) -> str:
-    strategies = "".join(
-        f"<tr><td>{escape(phase)}</td><td>{escape(name)}</td><td>{_num(k['hit_rate'])}</td>"
-        f"<td>{k['responses']}</td><td>{k['hits']}</td></tr>"
-        for phase, by_strategy in summary["kpi_by_strategy"].items()
-        for name, k in by_strategy.items()
-    )
     gate = summary["ranker_gate"]
     promoted = "".join(
         f"<tr><td>{escape(p['version'])}</td><td>{_num(p['at_s'])}</td>"
@@ -71,11 +73,8 @@ def _ranker_section(summary: dict[str, Any]) -> str:
         for p in gate["promoted"]
     )
     return (
-        "<h2>ranker</h2><p>client-side hit rate@10 of answers read in time, by the strategy that "
-        "ordered them</p><table><tr><th>phase</th><th>strategy</th><th>hit rate@10</th>"
-        f"<th>answers in time</th><th>hits</th></tr>{strategies}</table>"
-        f"<p>gate runs: {gate['gate_runs']}, refused: {gate['refused']}, promoted: "
-        f"{len(gate['promoted'])}; last held-back gain: {_num(gate['last_gain'])}</p>"
+        f"<h2>ranker gate</h2><p>gate runs: {gate['gate_runs']}, refused: {gate['refused']}, "
+        f"promoted: {len(gate['promoted'])}; last held-back gain: {_num(gate['last_gain'])}</p>"
         "<table><tr><th>promoted version</th><th>at s</th><th>ranker NDCG@10</th>"
         f"<th>retrieval NDCG@10</th><th>gain</th><th>held-back lists</th></tr>{promoted}</table>"
     )
@@ -96,13 +95,17 @@ def _num(value: object) -> str:
 def html(summary: dict[str, Any]) -> str:
     timeline, marks = summary["timeline"], _markers(summary)
     charts = [
-        line_chart("hit rate@10 per KPI window (monitor, kpi.metrics)",
-                   {"hit rate": _series(summary["kpi_series"], "hit_rate"),
-                    "client-side, per second": _series(timeline, "client_hit_rate")},
+        line_chart("hit rate@10, all arms (schemas/hits.py)",
+                   {"window hit, per KPI window (monitor)": _series(summary["kpi_series"],
+                                                                    "hit_rate"),
+                    "strict hit, per second (client)": _series(timeline, "client_hit_rate")},
                    marks, "hit rate"),
-        *([line_chart(f"strict hit rate@10 per arm, per {ARM_BIN_S:.0f} s",
+        *([line_chart(f"strict hit rate@10 per arm, per {ARM_BIN_S:.0f} s (shaded: 95% interval "
+                      "over the bin's users)",
                       {arm: _series(summary["arm_series"], arm) for arm in summary["arms"]},
-                      marks, "hit rate")] if summary["arms"] else []),
+                      marks, "hit rate",
+                      {arm: _bands(summary["arm_series"], arm) for arm in summary["arms"]})]
+          if summary["arms"] else []),
         line_chart("events/s (live replay)", {"events/s": _series(timeline, "events_per_s")},
                    marks, "events/s"),
         line_chart("request latency (request sent -> response read)",

@@ -23,6 +23,7 @@ class RunState:
     live_start: float | None = None
     drift_at: float | None = None
     retrained_at: float | None = None
+    retrained_version: str | None = None
     timeline: Timeline = field(default_factory=Timeline)
     observer: Observer | None = None
     traffic: Traffic | None = None
@@ -31,4 +32,6 @@ class RunState:
     backfill_end_at: float | None = None
     """The backfill's newest event time (its events are `frame_events(first, end_at)`)."""
     first_version: str | None = None
-    """The pre-trained version (the `frozen` arm's)."""
+    """The pre-trained version (the `frozen` arm's until a drift retrain)."""
+    frozen_pins: list[tuple[float, str]] = field(default_factory=list)
+    """(live seconds, version) of each later pin of the `frozen` arm (deploy/demo/arms.py)."""

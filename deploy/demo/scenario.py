@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from deploy.demo import bootstrap
-from deploy.demo.arms import EXPERIMENT, experiment_arms
+from deploy.demo.arms import EXPERIMENT, FrozenPin, experiment_arms
 from deploy.demo.dataset import DemoDataset
 from deploy.demo.observer import Observer
 from deploy.demo.phases import Marks, first_retrain
@@ -89,7 +89,10 @@ def _with_services(
         _start(services, state)
         _wait_ready(services, state, refresh)
         with LocalStack(local).redis.admin_client() as client:
-            _live(services, state, second, refresh, RedisUserStore(client, run.redis_prefix))
+            pin = (FrozenPin(client, run.redis_prefix, state.first_version)
+                   if state.settings.experiment and state.first_version else None)
+            _live(services, state, second, refresh,
+                  RedisUserStore(client, run.redis_prefix), pin)
         return build_summary(state, _marks(state), services.stop_all())
     finally:
         services.stop_all()
@@ -190,7 +193,8 @@ def _wait_ready(services: Services, state: RunState, refresh: Refresh) -> None:
 
 
 def _live(
-    services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh, store: UserStore
+    services: Services, state: RunState, second: pd.DataFrame, refresh: Refresh, store: UserStore,
+    pin: FrozenPin | None,
 ) -> None:
     assert state.observer is not None
     s = state.settings
@@ -216,7 +220,10 @@ def _live(
             traffic.offer(events[j], now)
             if now >= next_refresh:
                 next_refresh = now + s.refresh_s
-                if _tick(services, state, refresh) or now - start >= s.max_live_s:
+                over = _tick(services, state, refresh)
+                if pin is not None and state.retrained_version is not None:
+                    _follow(pin, state, state.retrained_version)
+                if over or now - start >= s.max_live_s:
                     break
     finally:
         traffic.drain()  # queued interactions go out and the producer is flushed either way
@@ -234,12 +241,19 @@ def _tick(services: Services, state: RunState, refresh: Refresh) -> bool:
     state.timeline.add(now - state.live_start, state.traffic.stats, state.services,
                        len(observed.alerts), len(observed.updates))
     if state.retrained_at is None and (update := first_retrain(observed.updates, state.drift_at)):
-        state.retrained_at = update.published_at
+        state.retrained_at, state.retrained_version = update.published_at, update.version
         state.phase = f"live, retrained ({update.version})"
     refresh(state)
     s = state.settings
     hold = _settle_s(s) + s.recovery_hold_s
     return state.retrained_at is not None and now >= state.retrained_at + hold
+
+
+def _follow(pin: FrozenPin, state: RunState, version: str) -> None:
+    if pin.follow(version):
+        assert state.live_start is not None
+        state.frozen_pins.append((round(time.time() - state.live_start, 2), version))
+        logger.info("frozen arm pinned version=%s", version)
 
 
 def _settle(services: Services, state: RunState, refresh: Refresh) -> None:

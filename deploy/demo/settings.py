@@ -48,10 +48,12 @@ class DemoSettings(BaseSettings):
         description="Share of live events preceded by a recommendation request.",
     )
     user_gap_s: float | None = Field(
-        None, ge=0.0, le=10.0, description="User-paced replay "
+        0.25, ge=0.0, le=10.0, description="User-paced replay "
         "(deploy/generators/replay_schedule.py): a user's next request leaves at least this "
         "long after their previous event was published, and not before the feature store "
-        "holds that event. None: every request at its slot.",
+        "holds that event. None: every request at its slot, when a bursting user's request is "
+        "answered from a history dozens of events old (docs/architecture.md, \"What makes "
+        "learned answers lose on a time-ordered replay\").",
     )
     user_store_wait_s: float = Field(
         10.0, gt=0.0, le=60.0, description="User-paced replay: a user's request also waits "
@@ -59,8 +61,9 @@ class DemoSettings(BaseSettings):
         "leaves, counted as `unstored`).",
     )
     experiment: bool = Field(
-        False, description="The scorer runs a user-level experiment (deploy/demo/arms.py): "
-        "popularity, frozen (the pre-trained version pinned), model and ranker, equal shares.",
+        True, description="The scorer runs a user-level experiment (deploy/demo/arms.py): "
+        "popularity, frozen (the pre-trained version pinned, then the drift retrain's), model "
+        "and ranker, equal shares. False: one policy for everyone (the published ranker).",
     )
     live_events: int | None = Field(
         None, ge=1, description="Most events of the second part replayed live; None: all."
@@ -76,13 +79,13 @@ class DemoSettings(BaseSettings):
     drift_after_s: float | None = Field(
         80.0, gt=0.0, description="Live seconds before the shift; None: no shift."
     )
-    max_live_s: float = Field(300.0, gt=0.0, le=3600.0, description="Hard cap of the live phase.")
+    max_live_s: float = Field(420.0, gt=0.0, le=3600.0, description="Hard cap of the live phase.")
     recovery_settle_s: float = Field(
         30.0, ge=0.0, description="After the retrained major version is published: the scorer "
         "loads it and user histories refill with the new item ids; not counted as recovered.",
     )
     recovery_hold_s: float = Field(
-        40.0, gt=0.0, description="Then the hit rate over this long is the recovered level; "
+        60.0, gt=0.0, description="Then the hit rate over this long is the recovered level; "
         "recovered = at least recovery_ratio of the pre-drift level.",
     )
     recovery_ratio: float = Field(0.9, gt=0.0, le=2.0)
@@ -98,14 +101,14 @@ class DemoSettings(BaseSettings):
     kpi_window_s: float = Field(5.0, gt=0.0, le=600.0, description="Monitor KPI window.")
     attribution_window_s: float = Field(4.0, gt=0.0, le=600.0)
     retrain_window_s: float = Field(
-        60.0, gt=0.0, description="Most history a drift retrain replays. A KPI alert dates its "
-        "change, and then only the events since the change are replayed.",
+        120.0, gt=0.0, description="Most history a drift retrain replays. A KPI alert dates "
+        "its change, and then only the events since the change are replayed.",
     )
     retrain_after_change_s: float = Field(
-        45.0, ge=0.0, description="The retrain starts once this much of the new regime exists. "
+        90.0, ge=0.0, description="The retrain starts once this much of the new regime exists. "
         "The alert comes ~15-20 s after the shift, when a fixed window would still be mostly "
-        "pre-shift data, and a model fitted on less of the new regime knows too few of its users "
-        "and items.",
+        "pre-shift data; what the retrained version knows of the new regime's users and items "
+        "is what these seconds held (~6,000 events at the user-paced rate).",
     )
     retrain_mode: Literal["scratch", "warm"] = Field(
         "scratch", description="After a shift the old item embeddings point at the wrong items, "
@@ -114,10 +117,8 @@ class DemoSettings(BaseSettings):
     )
     retrain_budget_s: float = Field(20.0, gt=0.0, le=3600.0)
     online_publish_every_s: float = Field(
-        1e6, gt=0.0,
-        description="Cadence of the online trainer's gated minor publications; off by "
-        "default: after a full permutation of item ids, minors of the pre-drift model do not "
-        "help, and they lift the pre-drift baseline the recovery is measured against.",
+        10.0, gt=0.0, description="Cadence of the online trainer's gated minor publications: "
+        "what the `model` arm serves beyond the `frozen` one.",
     )
     ranker_held_back: int = Field(
         2000, ge=10, le=100_000, description="Recent held-back lists the ranker gate judges "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from deploy.demo.arms import ARM_BIN_S, arm_figures, arm_series, arms_by_phase
 from deploy.demo.phases import Marks, hit_rate_series, major, phase_spans, phases
-from deploy.demo.ranking import gate_decisions, strategy_kpi
+from deploy.demo.ranking import gate_decisions
 from deploy.demo.timeline import summary_ms
 from online_trainer.ranker_training import RANKER_MODEL_NAME
 
@@ -50,11 +50,11 @@ def build_summary(
         "feature_freshness_ms": summary_ms(stats.feature_freshness_ms),
         "client_hit_rate": stats.client_hits / stats.answered if stats.answered else None,
         "kpi": kpi,
-        "kpi_by_strategy": strategy_kpi(stats.credits, phase_spans(marks, end)),
         "arms": arm_figures(stats.served, s.seed) if s.experiment else {},
         "arms_by_phase": (arms_by_phase(stats.served, phase_spans(marks, end), s.seed)
                           if s.experiment else {}),
-        "arm_series": arm_series(stats.served, origin, ARM_BIN_S) if s.experiment else [],
+        "arm_series": (arm_series(stats.served, origin, ARM_BIN_S, s.seed)
+                       if s.experiment else []),
         "ranker_gate": gate_decisions(
             observed.updates, state.services.get("trainer", {}), RANKER_MODEL_NAME, origin
         ),
@@ -70,6 +70,7 @@ def build_summary(
         ],
         "retrains": sum(1 for u in observed.updates if major(u.version) > 1),
         "retrained_at_s": _rel(marks.retrained_at, origin),
+        "frozen_pins": [{"at_s": at, "version": v} for at, v in state.frozen_pins],
         "versions": [
             {"model": u.model_name, "version": u.version, "kind": u.kind,
              "at_s": _rel(u.published_at, origin)}

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from html import escape
 
 Point = tuple[float, float]
+Band = tuple[float, float, float]
+"""(x, low, high): an interval drawn as a shaded area around its series."""
 
 _W, _H, _PAD = 720, 240, 48
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
@@ -18,12 +20,15 @@ def _scale(lo: float, hi: float, size: float, flip: bool) -> tuple[float, float]
 
 def line_chart(
     title: str, series: dict[str, Sequence[Point]], markers: Sequence[tuple[float, str]] = (),
-    y_label: str = "",
+    y_label: str = "", bands: dict[str, Sequence[Band]] | None = None,
 ) -> str:
+    """`bands`: per series name, its interval at each x (shaded in the series' colour)."""
+    bands = bands or {}
     points = [p for s in series.values() for p in s]
     if not points:
         return f"<p>{escape(title)}: no data</p>"
-    xs, ys = [p[0] for p in points] + [m[0] for m in markers], [p[1] for p in points]
+    highs = [b[2] for band in bands.values() for b in band]
+    xs, ys = [p[0] for p in points] + [m[0] for m in markers], [p[1] for p in points] + highs
     x0, x1, y1 = min(xs), max(xs), max(ys) * 1.1 or 1.0
     w, h = _W - 2 * _PAD, _H - 2 * _PAD
 
@@ -52,6 +57,11 @@ def line_chart(
                      f'fill="#555">{escape(label)}</text>')
     for i, (name, data) in enumerate(series.items()):
         colour = _COLOURS[i % len(_COLOURS)]
+        if band := bands.get(name):
+            outline = [(a, hi) for a, _, hi in band] + [(a, lo) for a, lo, _ in reversed(band)]
+            area = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in outline)
+            parts.append(f'<polygon fill="{colour}" fill-opacity="0.12" stroke="none" '
+                         f'points="{area}"/>')
         path = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in data)
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.8" '
                      f'points="{path}"/>')

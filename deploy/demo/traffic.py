@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from deploy.demo.observer import Observer
-from deploy.demo.ranking import Credit
 from deploy.demo.user_store import UserStore, wait_until_held
 from schemas import EventContext, InteractionEvent, RecommendationRequest
 from schemas.hits import strict_hit
@@ -105,7 +104,6 @@ class TrafficStats:
     latencies_ms: list[float] = field(default_factory=list)
     feature_freshness_ms: list[float] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
-    credits: list[Credit] = field(default_factory=list)
     served: list[Served] = field(default_factory=list)
     published: list[Published] = field(default_factory=list)
 
@@ -202,7 +200,6 @@ class Traffic:
         # definition the monitor and the benches use.
         hit = strict_hit([i.item_id for i in response.items], pending.event.item_id, k=_K)
         s.client_hits += hit
-        s.credits.append(Credit(pending.sent_at, response.strategy, hit))
         s.served.append(Served(pending.request_id, pending.sent_at, response.user_id,
                                response.arm, response.strategy,
                                tuple(i.item_id for i in response.items), pending.event.item_id))

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from deploy.demo.arms import ARMS, arm_figures, arm_series, arms_by_phase, experiment_arms
+from deploy.demo.arms import (
+    ARMS,
+    arm_figures,
+    arm_series,
+    arms_by_phase,
+    experiment_arms,
+    recent_rates,
+)
 from deploy.demo.traffic import Served
 from serving.settings import ServeSettings
 
@@ -35,6 +42,13 @@ def test_each_arm_counts_its_answers_and_strict_hits_with_an_interval_over_users
     assert mixed["ranker"]["ci95"] == [0.0, 1.0]
 
 
+def test_the_live_rates_count_only_requests_sent_since_the_cut() -> None:
+    served = [_served(1.0, "u1", "model", True), _served(5.0, "u1", "model", False),
+              _served(6.0, "u2", "popularity", True), _served(2.0, "u3", "ranker", True)]
+    assert recent_rates(served, 5.0) == {"model": (0.0, 1), "popularity": (1.0, 1)}
+    assert recent_rates(served, 10.0) == {}
+
+
 def test_a_hit_is_the_next_item_within_the_top_ten_only() -> None:
     items = tuple(f"i{n}" for n in range(12))
     tenth = Served("r", 0.0, "u", "model", "model", items, "i9")
@@ -49,8 +63,10 @@ def test_phases_and_the_series_count_requests_by_when_they_left() -> None:
     assert by_phase["early"]["model"]["answers"] == 80
     assert by_phase["early"]["popularity"]["hit_rate"] == 0.25
     series = arm_series(answers, origin=0.0, bin_s=4.0)
-    assert series == [{"t": 0.0, "model": 0.5, "popularity": 0.25},
-                      {"t": 4.0, "model": 0.5, "popularity": 0.25}]
+    assert series == [
+        {"t": t, "model": 0.5, "model_ci95": [0.5, 0.5],
+         "popularity": 0.25, "popularity_ci95": [0.25, 0.25]} for t in (0.0, 4.0)
+    ]
 
 
 def test_the_scorer_takes_the_arms_with_frozen_pinning_the_first_version(
