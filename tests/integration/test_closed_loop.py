@@ -28,15 +28,15 @@ def _quiet(_state: RunState) -> None:
 @pytest.mark.alone  # the recovery ratio moves when other tests take the CPU
 def test_drift_alert_retrain_and_recovery(stack: LocalStack, tmp_path: Path) -> None:
     # The KPI windows are noisy (~240 responses per 5 s, hit rates 0.15-0.34 from one to the
-    # next): 55 s before the drift and 60 s after recovery keep the ratio's own noise (sd ~0.05
-    # over runs) below the margin it is judged by.
+    # next): 55 s before the drift and 90 s after recovery keep the ratio's own noise below the
+    # margin it is judged by (60 s after recovery left runs at 0.90 on a slow host).
     # One policy for everyone, every request at its slot, no minor publications, the retrain
     # 45 s into the new regime: the loop's mechanics on the monitor's KPI in under five minutes.
     # The demo's default (an experiment with user-paced requests) is measured by `make demo`
     # itself (docs/performance.md, "The demo").
     settings = DemoSettings(
         reports_dir=tmp_path, dashboard=False, pretrain_budget_s=20.0, warmup_s=25.0,
-        drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=60.0, max_live_s=280.0,
+        drift_after_s=80.0, recovery_settle_s=30.0, recovery_hold_s=90.0, max_live_s=320.0,
         experiment=False, user_gap_s=None, online_publish_every_s=1e6,
         retrain_after_change_s=45.0, retrain_window_s=60.0,
     )
