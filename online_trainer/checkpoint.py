@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 _WEIGHTS = "model.safetensors"
 _OPTIMIZER = "optimizer.pt"
 _STATE = "state.json"
+_HISTORIES = "histories."
+"""Prefix of the user histories' arrays among the checkpoint's tensors."""
 
 
 @dataclass
@@ -125,8 +127,9 @@ class CheckpointStore(CheckpointFolder):
         histories: UserHistories,
         state: TrainerState,
     ) -> None:
+        users, arrays = histories.to_arrays()
         self.write(
-            tensors,
+            {**tensors, **{_HISTORIES + k: torch.from_numpy(v) for k, v in arrays.items()}},
             optimizer,
             {
                 "offsets": {str(p): o for p, o in state.offsets.items()},
@@ -137,14 +140,18 @@ class CheckpointStore(CheckpointFolder):
                 "metrics": state.metrics,
                 "items": items.mapping(),
                 "item_sightings": items.sightings(),
-                "histories": histories.to_state(),
+                "histories": {
+                    "order": users,
+                    "row_generations": {str(r): g for r, g in histories.row_generations().items()},
+                },
             },
         )
 
     def load(
         self, max_len: int, max_users: int, limits: VocabularyLimits | None = None
     ) -> tuple[dict[str, torch.Tensor], dict[str, Any], IdVocabulary, UserHistories, TrainerState]:
-        tensors, optimizer, raw = self.read()
+        stored, optimizer, raw = self.read()
+        tensors = {k: v for k, v in stored.items() if not k.startswith(_HISTORIES)}
         state = TrainerState(
             offsets={int(p): int(o) for p, o in raw["offsets"].items()},
             ledger=OffsetLedger.from_state(raw["ledger"]),
@@ -157,9 +164,21 @@ class CheckpointStore(CheckpointFolder):
             tensors,
             optimizer,
             IdVocabulary(raw["items"], limits, raw.get("item_sightings")),
-            UserHistories.from_state(raw["histories"], max_len, max_users),
+            _histories(raw["histories"], stored, max_len, max_users),
             state,
         )
+
+
+def _histories(
+    raw: dict[str, Any], stored: dict[str, torch.Tensor], max_len: int, max_users: int
+) -> UserHistories:
+    if "order" not in raw:  # written before histories were stored as tensors
+        return UserHistories.from_state(raw, max_len, max_users)
+    arrays = {
+        k.removeprefix(_HISTORIES): v.numpy() for k, v in stored.items() if k.startswith(_HISTORIES)
+    }
+    generations = {int(r): int(g) for r, g in raw["row_generations"].items()}
+    return UserHistories.from_arrays(raw["order"], arrays, generations, max_len, max_users)
 
 
 _DIGESTED = (_WEIGHTS, _OPTIMIZER)

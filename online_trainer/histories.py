@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -92,16 +93,53 @@ class UserHistories:
         twin._row_generation = dict(self._row_generation)
         return twin
 
-    def to_state(self) -> dict[str, object]:
-        return {
-            "users": {
-                u: [self._items[u], self._times[u], self._generations[u]] for u in self._items
-            },
-            "row_generations": {str(r): g for r, g in self._row_generation.items()},
+    def to_arrays(self) -> tuple[list[str], dict[str, IntArray]]:
+        """The users, least recent first, and their entries as flat arrays (`lengths` per user,
+        then `items`, `times` and `generations` back to back): a checkpoint stores them as
+        tensors, since a JSON number per entry cost most of a checkpoint's time."""
+        users = list(self._items)
+        lengths = np.fromiter((len(self._items[u]) for u in users), np.int64, len(users))
+        total = int(lengths.sum())
+
+        def flat(columns: dict[str, list[int]]) -> IntArray:
+            return np.fromiter(chain.from_iterable(columns[u] for u in users), np.int64, total)
+
+        return users, {
+            "lengths": lengths,
+            "items": flat(self._items),
+            "times": flat(self._times),
+            "generations": flat(self._generations),
         }
+
+    def row_generations(self) -> dict[int, int]:
+        return dict(self._row_generation)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        users: list[str],
+        arrays: dict[str, IntArray],
+        row_generations: dict[int, int],
+        max_len: int,
+        max_users: int,
+    ) -> UserHistories:
+        """What `to_arrays` and `row_generations` gave."""
+        histories = cls(max_len, max_users)
+        histories._row_generation = dict(row_generations)
+        ends = np.cumsum(arrays["lengths"]).tolist()
+        items, times = arrays["items"].tolist(), arrays["times"].tolist()
+        generations = arrays["generations"].tolist()
+        start = 0
+        for user, end in zip(users, ends, strict=True):
+            histories._items[user] = items[start:end]
+            histories._times[user] = times[start:end]
+            histories._generations[user] = generations[start:end]
+            start = end
+        return histories
 
     @classmethod
     def from_state(cls, state: dict[str, object], max_len: int, max_users: int) -> UserHistories:
+        """The histories of a checkpoint that kept them as JSON lists (before `to_arrays`)."""
         histories = cls(max_len, max_users)
         current = isinstance(state.get("users"), dict)  # older checkpoints: user -> [items, times]
         users = state["users"] if current else state

@@ -49,6 +49,16 @@ class Query:
     """Item row, 0 when the item was unknown when the event happened."""
 
 
+@dataclass
+class _Working:
+    """A user's history while `queries` walks a batch: the stored one, then the batch's events."""
+
+    items: list[int]
+    times: list[int]
+    last: int
+    """The previous item row (0: none, or a row recycled since)."""
+
+
 class OnlineModel:
     def __init__(
         self,
@@ -75,21 +85,29 @@ class OnlineModel:
 
     def queries(self, batch: Sequence[Interaction]) -> list[Query]:
         """Point-in-time queries for the batch, without changing any state."""
-        pending: dict[str, list[tuple[int, int]]] = {}
+        # Each user's stored history is read once per batch; the batch's earlier events of the
+        # user are appended to a working copy as the loop passes them.
+        working: dict[str, _Working] = {}
         out = []
         for event in batch:
-            items, times = self.histories.get(event.user)
-            extra = pending.setdefault(event.user, [])
+            user = working.get(event.user)
+            if user is None:
+                items, times = self.histories.get(event.user)
+                user = working[event.user] = _Working(
+                    items.tolist(), times.tolist(), self.histories.last_item(event.user)
+                )
             target = self.items.get(event.item)
-            last = extra[-1][0] if extra else self.histories.last_item(event.user)
-            if target and target == last:
+            if target and target == user.last:
                 continue
-            if extra:
-                items = np.concatenate([items, np.array([r for r, _ in extra], dtype=np.int64)])
-                times = np.concatenate([times, np.array([t for _, t in extra], dtype=np.int64)])
-            if len(items):
-                out.append(Query(items[-self.context :], times[-self.context :], target))
-            extra.append((target, event.timestamp))
+            if user.items:
+                out.append(Query(
+                    np.array(user.items[-self.context :], dtype=np.int64),
+                    np.array(user.times[-self.context :], dtype=np.int64),
+                    target,
+                ))
+            user.items.append(target)
+            user.times.append(event.timestamp)
+            user.last = target
         return out
 
     @torch.no_grad()
@@ -104,9 +122,9 @@ class OnlineModel:
             logits = self.trainer.model.logits(vectors).float()
             logits[:, 0] = -math.inf
             logits[:, len(self.items) + 1 :] = -math.inf  # rows allocated but never admitted
-            for row, q in enumerate(known):
-                seen = torch.from_numpy(q.history[q.history != q.target])
-                logits[row, seen] = -math.inf
+            seen = [q.history[q.history != q.target] for q in known]
+            rows = np.repeat(np.arange(len(known)), [len(s) for s in seen])
+            logits[torch.from_numpy(rows), torch.from_numpy(np.concatenate(seen))] = -math.inf
             target_scores = logits[torch.arange(len(known)), [q.target for q in known]]
             ranks = (logits > target_scores[:, None]).sum(dim=1) + 1
             for q, rank in zip(known, ranks.tolist(), strict=True):

@@ -73,8 +73,10 @@ def test_histories_leave_out_the_entries_of_a_recycled_row() -> None:
     assert histories.get("u")[1].tolist() == [0, 2, 9]
     histories.forget_rows([2])
     assert histories.last_item("u") == 0
-    restored = UserHistories.from_state(histories.to_state(), 5, 10)
+    users, arrays = histories.to_arrays()
+    restored = UserHistories.from_arrays(users, arrays, histories.row_generations(), 5, 10)
     assert restored.get("u")[0].tolist() == [1, 3]
+    assert restored.last_item("u") == 0
 
 
 def test_a_recycled_row_starts_with_fresh_weights_and_optimiser_state() -> None:

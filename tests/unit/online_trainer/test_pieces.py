@@ -37,8 +37,18 @@ def test_histories_keep_the_last_events_and_evict_the_least_recent_user() -> Non
     items, times = histories.get("u1")
     assert items.tolist() == [3, 4, 5] and times.tolist() == [2, 3, 11]
     assert len(histories.get("u2")[0]) == 0
-    restored = UserHistories.from_state(histories.to_state(), 3, 2)
+    users, arrays = histories.to_arrays()
+    restored = UserHistories.from_arrays(users, arrays, {}, 3, 2)
     assert restored.get("u1")[0].tolist() == [3, 4, 5]
+    assert restored.get("u1")[1].tolist() == [2, 3, 11]
+    restored.append("u4", 1, 13)  # u1 is older than u3 there too: it goes first
+    assert len(restored.get("u1")[0]) == 0 and len(restored.get("u3")[0]) == 1
+
+
+def test_histories_a_checkpoint_kept_as_json_still_restore() -> None:
+    state = {"users": {"u1": [[3, 4], [2, 3], [0, 0]]}, "row_generations": {"4": 1}}
+    restored = UserHistories.from_state(state, 3, 2)
+    assert restored.get("u1")[0].tolist() == [3]  # row 4 was recycled after that entry
 
 
 def test_ledger_merges_contiguous_batches_and_flags_overlaps_and_gaps() -> None:
