@@ -4,9 +4,10 @@
 2. That model is checkpointed twice over: as the start of the online trainer, and as a frozen
    copy that never updates its weights (it still sees each user's newest history, so the
    comparison isolates learning, not feature freshness).
-3. The second half is produced to Kafka at an open-loop rate; the trainer consumes it, scores
-   every event before learning (prequential), learns, and publishes gated versions. Freshness =
-   Kafka ingest time of an event -> a published, loadable version that contains it.
+3. The second half is produced to Kafka at an open-loop rate, from a process of its own (as
+   applications are); the trainer consumes it, scores every event before learning
+   (prequential), learns, and publishes gated versions. Freshness = Kafka ingest time of an
+   event -> a published, loadable version that contains it.
 4. After the run, the frozen copy scores the same batches in the trainer's order: its answers
    do not depend on timing, and scoring it live would have delayed the trainer it is compared
    with.
@@ -15,9 +16,11 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 import threading
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from tempfile import mkdtemp
 
@@ -109,6 +112,13 @@ def _produce(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
     return count
 
 
+def _produce_apart(kafka: KafkaConnection, frame: pd.DataFrame, rate: float) -> int:
+    """`_produce` in a process of its own, as the applications are in a deployment: in the
+    trainer's process its Python work would hold the interpreter lock the trainer needs."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_produce, kafka, frame, rate).result()
+
+
 def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     frame = load_ml100k().sort_values("timestamp", kind="stable").reset_index(drop=True)
     half = len(frame) // 2
@@ -138,7 +148,7 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     started = time.perf_counter()
-    produced = _produce(kafka, frame.iloc[half:], rate)
+    produced = _produce_apart(kafka, frame.iloc[half:], rate)
     ledger = service.trainer.state.ledger
     while ledger.trained_count() < produced and time.perf_counter() - started < 3600:
         time.sleep(0.2)
