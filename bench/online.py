@@ -5,12 +5,13 @@
    copy that never updates its weights (it still sees each user's newest history, so the
    comparison isolates learning, not feature freshness).
 3. The second half is produced to Kafka at an open-loop rate, from a process of its own (as
-   applications are); the trainer consumes it, scores every event before learning
-   (prequential), learns, and publishes gated versions. Freshness = Kafka ingest time of an
-   event -> a published, loadable version that contains it.
-4. After the run, the frozen copy scores the same batches in the trainer's order: its answers
-   do not depend on timing, and scoring it live would have delayed the trainer it is compared
-   with.
+   applications are); the trainer consumes it, scores its prequential sample (`scored_share`
+   of the events, picked by a hash of each) before learning, learns, and publishes gated
+   versions. Freshness = Kafka ingest time of an event -> a published, loadable version that
+   contains it.
+4. After the run, the frozen copy scores the same sampled events of the same batches in the
+   trainer's order: its answers do not depend on timing, and scoring it live would have
+   delayed the trainer it is compared with.
 """
 
 from __future__ import annotations
@@ -88,13 +89,16 @@ def _record_batches(service: TrainerService) -> tuple[list[list[Interaction]], l
     return batches, busy
 
 
-def _score_frozen(frozen: OnlineModel, batches: list[list[Interaction]]) -> RunningMetrics:
-    """The frozen model's prequential metrics over the batches the trainer took, in its order:
-    each batch scored before its events join the histories (the weights never change), so its
-    answers are those it would have given live, and its scoring never delays the trainer."""
+def _score_frozen(
+    frozen: OnlineModel, batches: list[list[Interaction]], share: float
+) -> RunningMetrics:
+    """The frozen model's prequential metrics over the batches the trainer took, in its order
+    and on the events its sample scored: each batch scored before its events join the histories
+    (the weights never change), so its answers are those it would have given live, and its
+    scoring never delays the trainer."""
     metrics = RunningMetrics()
     for interactions in batches:
-        metrics.add(frozen.ranks(frozen.queries(interactions)))
+        metrics.add(frozen.ranks(frozen.queries(interactions, share)))
         frozen.learn(interactions, steps=0)  # histories only: the weights stay frozen
     return metrics
 
@@ -157,7 +161,7 @@ def run(json_path: Path, rate: float, pretrain_s: float) -> None:
     stop.set()
     thread.join(timeout=60)
     loads = _scorer_loads(service.trainer, settings.store_dir)
-    frozen_metrics = _score_frozen(frozen, batches)
+    frozen_metrics = _score_frozen(frozen, batches, settings.scored_share)
     _report(json_path, service, frozen_metrics, busy, produced, wall, rate, pretrain_wall, loads)
 
 
@@ -246,13 +250,14 @@ def _report(
         "publish_every_s": service.settings.publish_every_s,
         "events_per_s": round(produced / max(sum(busy), 1e-9)),
         "events_scored": int(online["events"]),
+        "scored_share": service.settings.scored_share,
         "events_streamed": produced,
         "offered_rate": rate,
         "wall_s": round(wall, 1),
         "pretrain_s": round(pretrain_wall, 1),
         "publications": len(service.trainer.publications),
         "note": "events_per_s = streamed events / the trainer's time scoring (prequential) and "
-                "learning; the frozen model is scored after the run on the same batches",
+                "learning; the frozen model is scored after the run on the same sampled events",
     }
     write_result(json_path, result)
     ratio = online["hr@10"] / max(frozen_summary["hr@10"], 1e-9)

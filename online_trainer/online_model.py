@@ -1,8 +1,9 @@
 """The model the trainer keeps learning: a session Transformer plus its id space and histories.
 
 Per micro-batch (events in partition order):
-1. `score(batch)`: point-in-time queries (each event sees only the events before it, including
-   earlier events of the same batch) -> full-catalog rank of the true item (prequential);
+1. `queries(batch, share)` then `ranks`: point-in-time queries (each event sees only the events
+   before it, including earlier events of the same batch) for the events in the prequential
+   sample -> full-catalog rank of the true item;
 2. `learn(batch)`: admit new ids (grow the tables, keeping rows and optimiser moments; reset the
    rows the bounded vocabulary recycled), append the events to the histories, take optimisation
    steps on the touched users' sequences. An event whose item has no row yet (fewer sightings
@@ -25,7 +26,7 @@ import torch
 from models.sequence_training import SessionTrainer
 from models.session_config import SessionTransformerConfig
 from online_trainer.histories import IntArray, UserHistories
-from online_trainer.prequential import MISS
+from online_trainer.prequential import MISS, in_sample
 from online_trainer.vocabulary import IdVocabulary
 
 _GROW_CHUNK = 1024
@@ -83,8 +84,9 @@ class OnlineModel:
 
     # -- prequential scoring ------------------------------------------------------------------
 
-    def queries(self, batch: Sequence[Interaction]) -> list[Query]:
-        """Point-in-time queries for the batch, without changing any state."""
+    def queries(self, batch: Sequence[Interaction], share: float = 1.0) -> list[Query]:
+        """Point-in-time queries for the batch's events in the prequential sample of ``share``
+        (:func:`online_trainer.prequential.in_sample`), without changing any state."""
         # Each user's stored history is read once per batch; the batch's earlier events of the
         # user are appended to a working copy as the loop passes them.
         working: dict[str, _Working] = {}
@@ -99,7 +101,7 @@ class OnlineModel:
             target = self.items.get(event.item)
             if target and target == user.last:
                 continue
-            if user.items:
+            if user.items and in_sample(event.user, event.item, event.timestamp, share):
                 out.append(Query(
                     np.array(user.items[-self.context :], dtype=np.int64),
                     np.array(user.times[-self.context :], dtype=np.int64),
@@ -140,8 +142,7 @@ class OnlineModel:
         Only the new events are targets: re-learning a user's older events with every new one
         over-weights old events (each would be learned up to `context` times) and measured worse
         on ML-100K's second half (see online_trainer.settings.train_context_events)."""
-        rows = self.items.admit_all(e.item for e in batch)
-        self.ensure_capacity()
+        rows = self.admit(batch)
         touched: dict[str, int] = {}
         for event, row in zip(batch, rows, strict=True):
             if not row or self.histories.last_item(event.user) == row:
@@ -157,6 +158,12 @@ class OnlineModel:
         for _ in range(steps):
             loss = self.trainer.partial_fit(items, times, list(touched.values()))
         return loss
+
+    def admit(self, batch: Sequence[Interaction]) -> list[int]:
+        """Admits the batch's item ids (growing or recycling rows); returns each event's row."""
+        rows = self.items.admit_all(e.item for e in batch)
+        self.ensure_capacity()
+        return rows
 
     def tune_online(
         self, train_context: int, dense_lr: float | None, item_lr: float | None
@@ -182,12 +189,20 @@ class OnlineModel:
     # -- snapshots ----------------------------------------------------------------------------
 
     def frozen_copy(self, optimizer_state: bool = True) -> OnlineModel:
-        """An independent copy (weights, ids, histories), e.g. the gate's serving baseline.
+        """An independent copy (weights, ids, histories), e.g. a benchmark's frozen model.
         Without `optimizer_state` the copy's optimizer starts empty, as a fresh one does: a
-        baseline that never steps needs no moments, and copying them is most of the cost."""
+        model that never steps needs no moments, and copying them is most of the cost."""
+        twin = self.weights_copy(optimizer_state)
+        twin.histories = self.histories.copy()
+        return twin
+
+    def weights_copy(self, optimizer_state: bool = False) -> OnlineModel:
+        """A copy of the weights and the id space, with no histories: the gate's serving
+        baseline, which scores the candidate's own queries (:meth:`ranks`) and only follows
+        the ids the candidate admits (:meth:`admit`), so its rows stay the candidate's."""
         twin = copy.copy(self)  # keeps config and context
         twin.items = self.items.copy()
-        twin.histories = self.histories.copy()
+        twin.histories = UserHistories(self.histories.max_len, self.histories.max_users)
         state = self.trainer.optimizer.state
         memo: dict[int, object] = {} if optimizer_state else {id(state): defaultdict(dict)}
         twin.trainer = copy.deepcopy(self.trainer, memo)

@@ -1,4 +1,8 @@
-"""Prequential ("predict, then learn") evaluation: every event is scored before it is trained on.
+"""Prequential ("predict, then learn") evaluation: events are scored before they are trained on.
+
+Scoring is per event while learning is per user, so the trainer scores a share of the events
+(:func:`in_sample`): a hash of the event picks them, and any other model (the serving twin the
+gate compares with, a frozen copy in a benchmark) scores exactly the same ones.
 
 Ranks are full-catalog ranks of the true next item (1 = best); a target the model has never seen
 (a brand-new item) counts as a miss, which is what it is for the user at that moment.
@@ -7,11 +11,21 @@ Ranks are full-catalog ranks of the true next item (1 = best); a target the mode
 from __future__ import annotations
 
 import math
+import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 MISS = math.inf
+_BUCKETS = 1 << 32
+
+
+def in_sample(user: str, item: str, timestamp: int, share: float) -> bool:
+    """Whether the prequential sample holds this event: the same answer in every process."""
+    if share >= 1.0:
+        return True
+    key = f"{user}\x1f{item}\x1f{timestamp}".encode()
+    return zlib.crc32(key) < share * _BUCKETS
 
 
 def hit_at(rank: float, k: int) -> float:

@@ -59,11 +59,13 @@ class TrainSettings(ServiceSettings):
         "the sparse rows are where new items and shifting popularity live (same measure: "
         "1.04x at 1e-3, 1.01x at 2e-3; the offline schedule leaves ~3e-5: 1.01x).",
     )
-    gate_sample: int = Field(
-        128,
-        ge=1,
-        description="Events per batch the gate scores with both models (a sample "
-        "bounds the cost of scoring the serving model too).",
+    scored_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Share of events the prequential evaluation scores, with the candidate "
+        "and, for the gate, the serving model; a hash of the event picks them. Scoring is per "
+        "event while learning is per user, so the share bounds most of the trainer's cost.",
     )
     publish_every_s: float = Field(
         0.5, gt=0, description="Shortest time from the end of one publication to the next: "
@@ -107,7 +109,6 @@ class TrainSettings(ServiceSettings):
         "id leaves the published id map. The table is ~4 * (dim + 3) bytes per row, weights "
         "and AdamW moments included, e.g. 0.5 GB at 1M rows of dim 128.",
     )
-    seed: int = 0
     threads: int = Field(0, ge=0, description="torch CPU threads; 0 keeps torch's default.")
     retrain_window_s: float = Field(
         90 * 24 * 3600.0, gt=0, description="History a full retrain replays from Kafka."

@@ -7,7 +7,6 @@ it directly. Everything it changes is rolled back together by the offset-tied ch
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -90,7 +89,6 @@ class OnlineTrainer:
         self.serving: OnlineModel | None = None
         self._pending = _Pending()
         self._last_publish = clock()
-        self._rng = random.Random(settings.seed)
         self.freshness_s: deque[float] = deque(maxlen=_KEPT_EVENTS)
         """Per event, ingested -> a published version containing it announced (seconds)."""
         self.freshness_stages: dict[str, deque[float]] = {
@@ -184,15 +182,15 @@ class OnlineTrainer:
         interactions = [
             Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp)) for e in batch
         ]
-        queries = self.model.queries(interactions)
+        queries = self.model.queries(interactions, self.settings.scored_share)
         ranks = self.model.ranks(queries)
         self.running.add(ranks)
-        self._observe_gate(interactions, queries, ranks)
+        self._observe_gate(queries, ranks)
         loss = self.model.learn(interactions, self.settings.steps_per_batch)
         if self.serving is not None:
-            # The serving baseline must see the same history the candidate saw, or its queries
-            # would lack the newest events; it learns nothing (no optimiser step).
-            self.serving.learn(interactions, steps=0)
+            # The serving baseline scores the candidate's queries: it follows the ids the
+            # candidate admits, so a row means the same item to both.
+            self.serving.admit(interactions)
         self._account(batch)
         self._pending.batches.append((len(batch), handed_over, time.time()))
         self.metrics.observe_batch(len(batch), time.perf_counter() - started, loss, self.running)
@@ -212,20 +210,12 @@ class OnlineTrainer:
         ):
             self.maybe_publish()
 
-    def _observe_gate(
-        self, interactions: list[Interaction], queries: list[Query], ranks: list[float]
-    ) -> None:
-        """Both models on the same sample of this batch's events, before either learns them."""
+    def _observe_gate(self, queries: list[Query], ranks: list[float]) -> None:
+        """Both models on the same sampled events of this batch, before either learns them."""
         if self.serving is None:
             self.gate.observe(ranks, ranks)
             return
-        serving_queries = self.serving.queries(interactions)
-        # Same events in the same order: the serving twin saw the same history.
-        sample = min(len(queries), len(serving_queries), self.settings.gate_sample)
-        picked = self._rng.sample(range(min(len(queries), len(serving_queries))), sample)
-        self.gate.observe(
-            [ranks[i] for i in picked], self.serving.ranks([serving_queries[i] for i in picked])
-        )
+        self.gate.observe(ranks, self.serving.ranks(queries))
 
     def _account(self, batch: list[Envelope[InteractionEvent]]) -> None:
         by_partition: dict[int, list[int]] = {}
@@ -300,7 +290,7 @@ class OnlineTrainer:
         self.state.serving_version = version
         self.state.serving_sha256 = publication.update.sha256
         retired = time.perf_counter()
-        self.serving = self.model.frozen_copy(optimizer_state=False)
+        self.serving = self.model.weights_copy()
         self.gate.reset_serving()
         copied = time.perf_counter()
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
@@ -374,7 +364,7 @@ class OnlineTrainer:
         self._pending = _Pending(events=1)
         self.running = RunningMetrics(window=self.settings.gate_window_events)
         if self.publisher is None:
-            self.serving = self.model.frozen_copy()
+            self.serving = self.model.weights_copy()
             self.checkpoint()
             return None
         decision = GateDecision(True, result.validation.get("ndcg@10", 0.0), 0.0, 0, "full retrain")

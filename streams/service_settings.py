@@ -48,7 +48,7 @@ SERVICE_VARIABLES: frozenset[str] = frozenset((
     "config_refresh_s",
     "context_events", "cpu_nice", "drift", "durable_after_s", "encoder_cpu_runtime", "experiment",
     "fetch_max_wait_ms", "fetch_min_bytes", "full_publish_share", "gate_margin", "gate_metric",
-    "gate_min_events", "gate_sample", "gate_window_events", "group_id", "history_length",
+    "gate_min_events", "gate_window_events", "group_id", "history_length",
     "idle_advance_s", "in_flight_calls", "instance_id", "item_max_rows", "item_min_count",
     "item_state_reads_per_s", "item_state_refresh_ms", "k", "kafka", "logged_candidates",
     "max_future_skew_s", "max_pending_responses", "max_users", "metrics_host", "metrics_port",
@@ -62,7 +62,7 @@ SERVICE_VARIABLES: frozenset[str] = frozenset((
     "retention_days", "retrain_budget_s", "retrain_gate", "retrain_min_after_change_s",
     "retrain_mode", "retrain_retry_s", "retrain_window_s", "retrieval", "retry_initial_s",
     "retry_max_s",
-    "rules", "run_timeout_s", "seed", "service_name", "session_timeout_s", "session_ttl_s",
+    "rules", "run_timeout_s", "scored_share", "service_name", "session_timeout_s", "session_ttl_s",
     "start_from", "state_dir", "steps_per_batch", "store_dir", "threads", "torch_threads",
     "train_context_events", "user_ttl_s", "window_s",
 ))

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from models.session_checkpoint import session_manifest
 from models.store import ModelStore
 from online_trainer.gate import GateDecision
 from online_trainer.online_model import Interaction, OnlineModel
-from online_trainer.prequential import MISS
+from online_trainer.prequential import MISS, in_sample
 from online_trainer.publisher import Publisher
 from online_trainer.trainer import OnlineTrainer
 from schemas import ModelUpdate
@@ -58,6 +60,40 @@ def test_events_are_scored_before_they_are_learned_and_new_items_count_as_misses
     assert all(r < MISS for r in model.ranks(queries))
 
 
+def test_the_prequential_sample_is_the_same_events_in_any_process_and_about_its_share() -> None:
+    events = [(f"u{n % 97}", f"i{n % 31}", n) for n in range(20_000)]
+    picked = [e for e in events if in_sample(*e, share=0.3)]
+    assert 0.28 < len(picked) / len(events) < 0.32
+    # A fresh interpreter (its own string-hash salt) picks the very same events.
+    code = (
+        "from online_trainer.prequential import in_sample;"
+        "print(sum(in_sample(f'u{n % 97}', f'i{n % 31}', n, 0.3) for n in range(20000)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) == len(picked)
+    assert all(in_sample(*e, share=1.0) for e in events[:100])
+
+
+def test_the_candidate_and_the_serving_twin_are_scored_on_the_sampled_events_only(
+    tmp_path: Path,
+) -> None:
+    trainer, _ = _trainer(tmp_path, scored_share=0.5)
+    stream = envelopes(1200)
+    trainer.train_batch(stream[:600])
+    trainer.serving = trainer.model.weights_copy()
+    later = [Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp))
+             for e in stream[600:]]
+    sampled, every = trainer.model.queries(later, 0.5), trainer.model.queries(later, 1.0)
+    scored, candidate, serving = (
+        trainer.running.count, trainer.gate.candidate.count, trainer.gate.serving.count
+    )
+    trainer.train_batch(stream[600:])
+    assert 0 < len(sampled) < len(every)
+    assert trainer.running.count - scored == len(sampled)
+    assert trainer.gate.candidate.count - candidate == len(sampled)
+    assert trainer.gate.serving.count - serving == len(sampled)
+
+
 def test_repeating_the_previous_item_is_not_a_next_item_example() -> None:
     model = OnlineModel(TINY)
     model.learn([Interaction("u", "a", 1)])
@@ -76,7 +112,7 @@ def test_a_new_item_is_admitted_live_and_the_table_grows_keeping_rows() -> None:
 
 
 def test_learning_improves_prequential_accuracy_on_a_stationary_stream(tmp_path: Path) -> None:
-    trainer, _ = _trainer(tmp_path)
+    trainer, _ = _trainer(tmp_path, scored_share=1.0)
     stream = envelopes(6000)
     for lo in range(0, len(stream), 200):
         trainer.train_batch(stream[lo : lo + 200])
@@ -272,7 +308,8 @@ def test_a_held_candidate_is_judged_again_on_new_evidence_not_on_a_timer(
 ) -> None:
     now = [0.0]
     sink = RecordingSink()
-    s = settings(tmp_path, publish_every_s=1.0, gate_min_events=50)
+    # Every event scored: the event counts below are held-out evidence one for one.
+    s = settings(tmp_path, publish_every_s=1.0, gate_min_events=50, scored_share=1.0)
     publisher = Publisher(ModelStore(s.store_dir), sink, KafkaConnection(), s.model_name, 0.5)  # type: ignore[arg-type]
     trainer = OnlineTrainer(s, s.model, publisher, clock=lambda: now[0])
     now[0] = 10.0
@@ -295,21 +332,30 @@ def test_a_held_candidate_is_judged_again_on_new_evidence_not_on_a_timer(
     assert len(decisions) == 2 and len(sink.records) == 1
 
 
-def test_the_serving_baseline_copies_weights_and_histories_but_no_optimizer_moments(
+def test_the_serving_baseline_keeps_weights_and_ids_only_and_scores_as_a_whole_copy_would(
     tmp_path: Path,
 ) -> None:
-    trainer, _ = _trainer(tmp_path)
+    trainer, _ = _trainer(tmp_path, scored_share=1.0)
     trainer.train_batch(envelopes(400))
     trainer.maybe_publish()
     serving, model = trainer.serving, trainer.model
     assert serving is not None and not serving.trainer.optimizer.state
     assert model.trainer.optimizer.state
-    assert all(torch.equal(a, b) for a, b in zip(
-        serving.tensors().values(), model.tensors().values(), strict=True))
+    assert len(serving.histories) == 0 < len(model.histories)
+    whole = model.frozen_copy(optimizer_state=False)  # weights, ids and histories
     before = serving.tensors()["item_bias"].clone()
-    trainer.train_batch(envelopes(400, seed=5))
-    assert torch.equal(serving.tensors()["item_bias"], before)
-    assert serving.histories.get("u1")[0].tolist() == model.histories.get("u1")[0].tolist()
+    # Later batches bring item ids the model has never seen: both copies admit them alike.
+    later = envelopes(600, seed=5, items=200, start_offset=400)
+    for lo in range(0, len(later), 200):
+        batch = later[lo : lo + 200]
+        events = [Interaction(e.record.user_id, e.record.item_id, int(e.record.timestamp))
+                  for e in batch]
+        queries = model.queries(events)
+        assert serving.ranks(queries) == whole.ranks(whole.queries(events))
+        trainer.train_batch(batch)
+        whole.learn(events, steps=0)
+    assert len(model.items) > 60  # ids the publication's copy had no row for were admitted
+    assert torch.equal(serving.tensors()["item_bias"][: len(before)], before)
 
 
 def test_each_published_event_has_its_freshness_split_into_stages(tmp_path: Path) -> None:
