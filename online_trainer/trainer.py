@@ -87,6 +87,9 @@ class OnlineTrainer:
         )
         self.state = TrainerState()
         self.serving: OnlineModel | None = None
+        self._serving_is_candidate = False
+        """The serving copy was taken from the candidate and the candidate has not learned
+        since: both hold the same weights."""
         self._pending = _Pending()
         self._last_publish = clock()
         self.freshness_s: deque[float] = deque(maxlen=_KEPT_EVENTS)
@@ -187,6 +190,7 @@ class OnlineTrainer:
         self.running.add(ranks)
         self._observe_gate(queries, ranks)
         loss = self.model.learn(interactions, self.settings.steps_per_batch)
+        self._serving_is_candidate = False
         if self.serving is not None:
             # The serving baseline scores the candidate's queries: it follows the ids the
             # candidate admits, so a row means the same item to both.
@@ -212,7 +216,8 @@ class OnlineTrainer:
 
     def _observe_gate(self, queries: list[Query], ranks: list[float]) -> None:
         """Both models on the same sampled events of this batch, before either learns them."""
-        if self.serving is None:
+        if self.serving is None or self._serving_is_candidate:
+            # No serving version, or the same weights as the candidate: the same ranks.
             self.gate.observe(ranks, ranks)
             return
         self.gate.observe(ranks, self.serving.ranks(queries))
@@ -291,6 +296,7 @@ class OnlineTrainer:
         self.state.serving_sha256 = publication.update.sha256
         retired = time.perf_counter()
         self.serving = self.model.weights_copy()
+        self._serving_is_candidate = True
         self.gate.reset_serving()
         copied = time.perf_counter()
         # A publication is a natural checkpoint: after a crash the trainer knows what serves.
@@ -339,6 +345,7 @@ class OnlineTrainer:
         self.log.apply(self.publisher.roll_back(serving[0], reason))
         self.serving = twin
         self.model = twin.frozen_copy()
+        self._serving_is_candidate = True
         self._tune(self.model)
         self.state.serving_version = earlier.version
         self.state.serving_sha256 = earlier.sha256
@@ -365,6 +372,7 @@ class OnlineTrainer:
         self.running = RunningMetrics(window=self.settings.gate_window_events)
         if self.publisher is None:
             self.serving = self.model.weights_copy()
+            self._serving_is_candidate = True
             self.checkpoint()
             return None
         decision = GateDecision(True, result.validation.get("ndcg@10", 0.0), 0.0, 0, "full retrain")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from prometheus_client import REGISTRY
 from models.session_checkpoint import session_manifest
 from models.store import ModelStore
 from online_trainer.gate import GateDecision
-from online_trainer.online_model import Interaction, OnlineModel
+from online_trainer.online_model import Interaction, OnlineModel, Query
 from online_trainer.prequential import MISS, in_sample
 from online_trainer.publisher import Publisher
 from online_trainer.trainer import OnlineTrainer
@@ -92,6 +93,31 @@ def test_the_candidate_and_the_serving_twin_are_scored_on_the_sampled_events_onl
     assert trainer.running.count - scored == len(sampled)
     assert trainer.gate.candidate.count - candidate == len(sampled)
     assert trainer.gate.serving.count - serving == len(sampled)
+
+
+def test_right_after_a_publication_the_serving_copy_is_not_scored_again(
+    tmp_path: Path,
+) -> None:
+    trainer, _ = _trainer(tmp_path, scored_share=1.0)
+    stream = envelopes(900)
+    trainer.train_batch(stream[:300])
+    assert trainer.maybe_publish().publish
+    serving = trainer.serving
+    assert serving is not None
+    scored: list[int] = []
+    original = serving.ranks
+
+    def counted(queries: Sequence[Query]) -> list[float]:
+        scored.append(len(queries))
+        return original(queries)
+
+    serving.ranks = counted  # type: ignore[method-assign]
+    candidate = trainer.gate.candidate.count
+    trainer.train_batch(stream[300:600])  # the candidate's weights are still the copy's
+    assert scored == [] and trainer.gate.serving.count == trainer.gate.candidate.count > candidate
+    assert trainer.gate.serving.hits == trainer.gate.candidate.hits
+    trainer.train_batch(stream[600:])  # it learned since: the copy is scored
+    assert len(scored) == 1 and scored[0] > 0
 
 
 def test_repeating_the_previous_item_is_not_a_next_item_example() -> None:
