@@ -154,13 +154,20 @@ def test_a_worker_joining_mid_stream_takes_half_the_partitions_without_loss(
     env = worker_env(kafka, redis_connection)
     first = start_worker(env, tmp_path)
     workers = [first]
-    produced = threading.Event()
+    joined, produced = threading.Event(), threading.Event()
+    sent: list[int] = [0]
 
     def produce_paced() -> None:
-        out, pacer = producer(kafka), Pacer(1_000.0)
-        for event in _sample(10_000, seed=5).events(10_000):
+        # Events flow until the joiner holds its partitions and for 2,000 more after that, however
+        # long the joiner takes to start, so it always has work of its own.
+        out, pacer, after_join = producer(kafka), Pacer(1_000.0), 0
+        for event in _sample(100_000, seed=5).events(100_000):
             pacer.wait()
             out.send(kafka.topic(INTERACTIONS), event.user_id, event)
+            sent[0] += 1
+            after_join += joined.is_set()
+            if after_join >= 2_000:
+                break
         out.flush()
         produced.set()
 
@@ -172,11 +179,13 @@ def test_a_worker_joining_mid_stream_takes_half_the_partitions_without_loss(
         # The rebalance happens while events flow and the first worker holds uncommitted work.
         workers.append(start_worker(env, tmp_path))
         workers[1].wait_assigned(INTERACTIONS.partitions // 2, timeout_s=90)
+        joined.set()
         thread.join(timeout=60)
-        positioned = topic_events(kafka, 10_000)
+        positioned = topic_events(kafka, sent[0])
         wait_until_applied(redis_admin, redis_connection, positioned, timeout_s=180)
         joined_share = workers[1].metrics().get(APPLIED, 0.0)
     finally:
+        joined.set()
         for w in workers:
             w.stop()
     assert produced.is_set()
