@@ -23,7 +23,7 @@ def test_sparse_data_with_short_sequences_gets_the_sparse_settings() -> None:
     fitted = fitted_to(SessionTransformerConfig(), train)
     assert data_shape(train).density < 0.01
     assert (fitted.max_len, fitted.dropout, fitted.batch_size) == (50, 0.6, 128)
-    assert (fitted.item_lr_multiplier, fitted.item_dropout) == (1.0, 0.4)
+    assert (fitted.item_lr_multiplier, fitted.item_dropout, fitted.weight_decay) == (1.0, 0.4, 0.3)
     assert fitted.lr == pytest.approx(1e-3 * math.sqrt(128 * 6 / 700), rel=1e-3)
     shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
     assert shape == (256, 1, 1, 1024, 20)
@@ -40,7 +40,7 @@ def test_dense_data_with_long_sequences_and_few_users_gets_the_dense_settings() 
     fitted = fitted_to(SessionTransformerConfig(), train)
     assert data_shape(train).density > 0.01
     assert fitted.max_len == 200 and fitted.dropout == 0.3 and fitted.item_lr_multiplier == 0.1
-    assert fitted.item_dropout == 0.0
+    assert fitted.item_dropout == 0.0 and fitted.weight_decay == 0.0
     assert fitted.batch_size == 32 and 900 / fitted.batch_size >= 25
     defaults = SessionTransformerConfig()
     shape = (fitted.dim, fitted.layers, fitted.heads, fitted.n_negatives, fitted.epochs)
@@ -55,5 +55,5 @@ def test_only_the_data_derived_fields_change() -> None:
     fitted = fitted_to(base, _data(users=100, items=50, length=20))
     changed = {k for k, v in fitted.model_dump().items() if v != base.model_dump()[k]}
     assert changed <= {"max_len", "dropout", "batch_size", "lr", "item_lr_multiplier",
-                       "item_dropout"}
+                       "item_dropout", "weight_decay"}
     assert (fitted.epochs, fitted.seed) == (7, 3)
