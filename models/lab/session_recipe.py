@@ -19,7 +19,7 @@ for a stated reason; :func:`fitted_to` applies them.
   events at the full rate and overfits them first; the dropout regularises the rows where
   ``dropout`` only reaches the encoder (eSASRec drops the item table at 0.2 on the same data;
   with 1,024 negatives, 0.4 validates best of 0.3, 0.4 and 0.5 averaged over the Amazon sets).
-- ``weight_decay``, by density too: sparse data gets AdamW's decoupled weight decay WD,
+- ``weight_decay``, by density too: sparse data gets AdamW's decoupled weight decay 0.3,
   dense data none. The wide table of sparse data holds more parameters than there are events,
   and a rare item's row is moved by a handful of them; the decay pulls every row back towards
   zero at each step, so a row keeps only what repeated events hold up (0.3 validates best of
